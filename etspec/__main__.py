@@ -1,0 +1,3 @@
+from etspec.cli import main
+
+main()

@@ -1,0 +1,119 @@
+"""Export a local Hugging Face target checkpoint to a multi-method target ``.pte``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from etspec.artifact import sha256_hex
+from etspec.contract import (
+    FORMAT_VERSION,
+    KV_STRATEGIES,
+    TOKENIZER_JSON,
+    HiddenStateSpec,
+    TargetMetadata,
+    default_eagle3_layers,
+)
+from etspec.errors import ExportError
+from etspec.export.lowering import (
+    as_uint8,
+    check_options,
+    check_output,
+    lower,
+    quantize,
+    write_atomically,
+)
+from etspec.models.checkpoint import read_tokenizer_json
+from etspec.models.llama import LlamaTarget
+from etspec.models.methods import target_methods
+
+
+@dataclass(frozen=True)
+class TargetExportOptions:
+    """Compile-time choices of a target artifact (all fixed in the ``.pte``)."""
+
+    backend: str = "xnnpack"
+    dtype: str = "fp32"
+    max_seq: int = 512
+    prefill_chunk: int = 32
+    verify_width: int = 8
+    hidden_layers: tuple[int, ...] | None = None  # default: EAGLE-3's (2, L//2, L-3)
+
+    def check(self) -> None:
+        check_options(self.backend, self.dtype)
+        for name in ("max_seq", "prefill_chunk", "verify_width"):
+            if getattr(self, name) < 1:
+                raise ExportError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.prefill_chunk > self.max_seq or self.verify_width > self.max_seq:
+            raise ExportError("--prefill-chunk and --verify-width must not exceed --max-seq")
+
+
+def build_target(checkpoint: str | Path, opts: TargetExportOptions) -> LlamaTarget:
+    """The exportable torch module for ``checkpoint`` (also what the eager reference runs)."""
+    from etspec.models.checkpoint import read_config
+    from etspec.models.config import DecoderConfig
+
+    cfg = DecoderConfig.from_hf(read_config(checkpoint))
+    cfg.check_context(opts.max_seq)
+    layers = opts.hidden_layers or default_eagle3_layers(cfg.num_layers)
+    spec = HiddenStateSpec("layer_input", tuple(layers))
+    if any(not 0 <= i <= cfg.num_layers for i in layers):
+        raise ExportError(
+            f"--hidden-layers {list(layers)} outside [0, {cfg.num_layers}] for a "
+            f"{cfg.num_layers}-layer model"
+        )
+    # Scratch holds one verify window: speculative entries (scratch-commit) and pad rows.
+    scratch = max(opts.verify_width, opts.prefill_chunk)
+    return LlamaTarget.from_checkpoint(checkpoint, opts.max_seq, scratch, spec)
+
+
+def target_metadata(
+    model: LlamaTarget, opts: TargetExportOptions, tokenizer: bytes | None
+) -> TargetMetadata:
+    cfg = model.cfg
+    return TargetMetadata(
+        format_version=FORMAT_VERSION,
+        model_family=cfg.model_type,
+        vocab_size=cfg.vocab_size,
+        hidden_size=cfg.hidden_size,
+        num_layers=cfg.num_layers,
+        max_context=opts.max_seq,
+        cache_size=model.cache_size,
+        prefill_chunk=opts.prefill_chunk,
+        verify_width=opts.verify_width,
+        hidden_state_point=model.hidden_spec.point,
+        hidden_state_layers=model.hidden_spec.layers,
+        bos_token_id=-1 if cfg.bos_token_id is None else int(cfg.bos_token_id),
+        eos_token_ids=cfg.eos_token_ids,
+        kv_strategies=",".join(KV_STRATEGIES),
+        dtype=opts.dtype,
+        backend=opts.backend,
+        tokenizer_sha256=sha256_hex(tokenizer),
+    )
+
+
+def export_target(
+    checkpoint: str | Path,
+    output: str | Path,
+    opts: TargetExportOptions | None = None,
+    force: bool = False,
+) -> TargetMetadata:
+    """Export ``checkpoint`` to ``output``; returns the metadata written into the artifact."""
+    opts = opts or TargetExportOptions()
+    opts.check()
+    out = check_output(output, force)
+    model = build_target(checkpoint, opts)
+    tokenizer = read_tokenizer_json(checkpoint)
+    meta = target_metadata(model, opts, tokenizer)
+    quantize(model, opts.dtype)
+    constants = meta.constant_methods()
+    if tokenizer is not None:
+        constants[TOKENIZER_JSON] = as_uint8(tokenizer)
+    data = lower(
+        target_methods(model, opts.prefill_chunk, opts.verify_width),
+        constants,
+        opts.backend,
+        desc=f"export target -> {out.name}",
+    )
+    write_atomically(out, data)
+    return meta

@@ -1,0 +1,1 @@
+"""Everything that runs an artifact: programs (pte / eager), runners, generators."""

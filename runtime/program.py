@@ -1,0 +1,100 @@
+"""One protocol, two implementations with the same method names.
+
+``PteProgram`` runs a ``.pte`` through ``executorch.runtime`` (performance mode);
+``EagerProgram`` runs the very same torch method wrappers (reference mode, on cpu, cuda or
+npu). Callers never branch on which one they hold.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from etspec.artifact import OpenedArtifact, open_artifact
+from etspec.contract import DraftMetadata, TargetMetadata, check_pair
+from etspec.errors import ArtifactError
+
+
+class Program(Protocol):
+    """A set of named methods over one shared state (the KV caches)."""
+
+    metadata: TargetMetadata | DraftMetadata
+
+    def run(self, method: str, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]: ...
+
+    def constant(self, name: str) -> list[Any]: ...
+
+
+class PteProgram:
+    """A loaded etspec ``.pte``; methods are loaded lazily and kept."""
+
+    def __init__(self, artifact: OpenedArtifact) -> None:
+        self.artifact = artifact
+        self.metadata = artifact.metadata
+        self._methods: dict[str, Any] = {}
+
+    @classmethod
+    def load(cls, path: str | Path, expect: str | None = None) -> PteProgram:
+        return cls(open_artifact(path, expect))
+
+    @property
+    def path(self) -> Path:
+        return self.artifact.path
+
+    def method_names(self) -> set[str]:
+        return set(self.artifact.program.method_names)
+
+    def _method(self, name: str) -> Any:
+        m = self._methods.get(name)
+        if m is None:
+            if name not in self.artifact.program.method_names:
+                raise ArtifactError(f"{self.path} has no method {name!r}")
+            m = self._methods[name] = self.artifact.program.load_method(name)
+        return m
+
+    def run(self, method: str, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(self._method(method).execute(list(inputs)))
+
+    def constant(self, name: str) -> list[Any]:
+        return self.artifact.constant(name)
+
+
+class EagerProgram:
+    """The same method wrappers run in torch, on any device torch supports."""
+
+    def __init__(
+        self,
+        methods: dict[str, nn.Module],
+        metadata: TargetMetadata | DraftMetadata,
+        constants: dict[str, Any] | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.device = torch.device(device)
+        self.methods = {name: m.to(self.device) for name, m in methods.items()}
+        self.metadata = metadata
+        self._constants = constants or {}
+
+    @torch.no_grad()
+    def run(self, method: str, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = self.methods[method](*(x.to(self.device) for x in inputs))
+        out = out if isinstance(out, tuple) else (out,)
+        return tuple(o.cpu() for o in out)
+
+    def constant(self, name: str) -> list[Any]:
+        value = self._constants.get(name)
+        if value is None:
+            value = self.metadata.constant_methods().get(name)
+        if value is None:
+            raise KeyError(name)
+        return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def load_pair(target: str | Path, draft: str | Path) -> tuple[PteProgram, PteProgram]:
+    """Load a target/draft ``.pte`` pair, rejecting a mismatched pair before any generation."""
+    t = PteProgram.load(target, expect="target")
+    d = PteProgram.load(draft, expect="draft")
+    check_pair(t.metadata, d.metadata)  # type: ignore[arg-type]
+    return t, d

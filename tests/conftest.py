@@ -1,0 +1,63 @@
+"""Session-scoped fixtures: tiny checkpoints and their exported artifacts, built once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tiny import EXPORT_OPTIONS, Eagle3Spec, make_eagle3_checkpoint, make_hf_target
+
+from etspec.export.export_draft import DraftExportOptions, export_draft
+from etspec.export.export_target import TargetExportOptions, export_target
+
+
+@dataclass
+class TargetCase:
+    name: str
+    checkpoint: Path
+    pte: Path
+    hf: Any  # transformers model, the reference
+    opts: TargetExportOptions
+
+
+@dataclass
+class DraftCase:
+    checkpoint: Path
+    pte: Path
+    target: TargetCase
+    state: dict[str, Any]
+
+
+class Artifacts:
+    """Builds each checkpoint/artifact on first use and keeps it for the session."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._targets: dict[str, TargetCase] = {}
+        self._draft: DraftCase | None = None
+
+    def target(self, name: str) -> TargetCase:
+        if name not in self._targets:
+            ckpt = self.root / name
+            hf = make_hf_target(name, ckpt)
+            pte = self.root / f"{name}.pte"
+            export_target(ckpt, pte, EXPORT_OPTIONS[name])
+            self._targets[name] = TargetCase(name, ckpt, pte, hf, EXPORT_OPTIONS[name])
+        return self._targets[name]
+
+    def draft(self) -> DraftCase:
+        if self._draft is None:
+            target = self.target("llama_gqa_rope3")
+            ckpt = self.root / "eagle3_draft"
+            state = make_eagle3_checkpoint(ckpt, Eagle3Spec())
+            pte = self.root / "eagle3_draft.pte"
+            export_draft(ckpt, target.pte, pte, DraftExportOptions(backend="xnnpack", step_width=4))
+            self._draft = DraftCase(ckpt, pte, target, state)
+        return self._draft
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Artifacts:
+    return Artifacts(tmp_path_factory.mktemp("artifacts"))

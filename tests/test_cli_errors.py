@@ -1,0 +1,173 @@
+"""User errors: one line, non-zero exit, no traceback, no partial or overwritten files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from tiny import make_hf_target
+
+from etspec.cli import main
+from etspec.errors import ExportError
+from etspec.export import export_target as export_target_module
+from etspec.export.export_target import TargetExportOptions, export_target
+
+
+def run_cli(*args: str):  # type: ignore[no-untyped-def]
+    result = CliRunner().invoke(main, list(args))
+    return result
+
+
+def assert_one_line_error(result, *words: str) -> None:  # type: ignore[no-untyped-def]
+    assert result.exit_code == 1, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+def test_missing_checkpoint(tmp_path: Path) -> None:
+    out = tmp_path / "t.pte"
+    r = run_cli("export", "target", str(tmp_path / "nope"), "-o", str(out))
+    assert_one_line_error(r, "no such directory")
+    assert not out.exists()
+
+
+def test_folder_without_config_is_not_hf(tmp_path: Path) -> None:
+    (tmp_path / "ckpt").mkdir()
+    r = run_cli("export", "target", str(tmp_path / "ckpt"), "-o", str(tmp_path / "t.pte"))
+    assert_one_line_error(r, "not a Hugging Face checkpoint folder", "config.json")
+
+
+def test_unsupported_architecture(tmp_path: Path) -> None:
+    ckpt = tmp_path / "gpt2"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps({"model_type": "gpt2", "vocab_size": 10}))
+    r = run_cli("export", "target", str(ckpt), "-o", str(tmp_path / "t.pte"))
+    assert_one_line_error(r, "model_type 'gpt2' is not supported", "llama")
+
+
+def test_unsupported_rope_type(tmp_path: Path) -> None:
+    ckpt = tmp_path / "yarn"
+    make_hf_target("llama_gqa_rope3", ckpt)
+    cfg = json.loads((ckpt / "config.json").read_text())
+    cfg["rope_parameters"] = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0}
+    (ckpt / "config.json").write_text(json.dumps(cfg))
+    r = run_cli("export", "target", str(ckpt), "-o", str(tmp_path / "t.pte"))
+    assert_one_line_error(r, "rope_type 'yarn' is not supported")
+
+
+def test_missing_weights(tmp_path: Path) -> None:
+    ckpt = tmp_path / "noweights"
+    make_hf_target("llama_gqa_rope3", ckpt)
+    (ckpt / "model.safetensors").unlink()
+    r = run_cli("export", "target", str(ckpt), "-o", str(tmp_path / "t.pte"))
+    assert_one_line_error(r, "has no weights")
+
+
+def test_inspect_rejects_foreign_and_missing_files(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.pte"
+    junk.write_bytes(b"not a program" * 10)
+    assert_one_line_error(run_cli("inspect", str(junk)), "not an ExecuTorch .pte file")
+    assert_one_line_error(run_cli("inspect", str(tmp_path / "gone.pte")), "no such file")
+    truncated = tmp_path / "short.pte"
+    truncated.write_bytes(b"\x1c\x00\x00\x00ET12")
+    assert_one_line_error(run_cli("inspect", str(truncated)), "not an ExecuTorch .pte file")
+
+
+def test_inspect_rejects_a_program_without_etspec_metadata(tmp_path: Path) -> None:
+    import torch
+
+    from etspec.export.lowering import lower
+
+    class Plus(torch.nn.Module):
+        def forward(self, x):  # type: ignore[no-untyped-def]
+            return x + 1
+
+    pte = tmp_path / "foreign.pte"
+    pte.write_bytes(lower({"forward": (Plus(), (torch.zeros(2),))}, {}, "portable", "t"))
+    assert_one_line_error(run_cli("inspect", str(pte)), "not an etspec artifact")
+
+
+def test_inspect_prints_methods_and_metadata(artifacts) -> None:
+    case = artifacts.target("qwen2_bias")
+    r = run_cli("inspect", "--json", str(case.pte))
+    assert r.exit_code == 0, r.output
+    info = json.loads(r.output)
+    assert {"target_prefill", "target_decode", "target_verify", "target_commit"} <= set(
+        info["methods"]
+    )
+    meta = info["metadata"]
+    assert meta["artifact_kind"] == "target" and meta["model_family"] == "qwen2"
+    assert meta["hidden_size"] == 48 and meta["num_layers"] == 5
+    assert meta["hidden_state_layers"] == [2, 2, 2]
+    text = run_cli("inspect", str(case.pte))
+    assert text.exit_code == 0 and "verify_width: 4" in text.output
+
+
+def test_existing_output_is_not_overwritten(artifacts, tmp_path: Path) -> None:
+    case = artifacts.target("qwen2_bias")
+    out = tmp_path / "mine.pte"
+    out.write_bytes(b"user data")
+    r = run_cli("export", "target", str(case.checkpoint), "-o", str(out), "--backend", "portable")
+    assert_one_line_error(r, "already exists", "--force")
+    assert out.read_bytes() == b"user data"
+
+
+def test_failed_export_leaves_no_partial_file(artifacts, tmp_path: Path, monkeypatch) -> None:
+    case = artifacts.target("qwen2_bias")
+
+    def boom(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise ExportError("lowering failed on purpose")
+
+    monkeypatch.setattr(export_target_module, "lower", boom)
+    out = tmp_path / "t.pte"
+    with pytest.raises(ExportError):
+        export_target(case.checkpoint, out, TargetExportOptions(backend="portable", max_seq=32))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_interrupted_write_leaves_no_partial_file(tmp_path: Path, monkeypatch) -> None:
+    from etspec.export import lowering
+
+    def broken_replace(src, dst):  # type: ignore[no-untyped-def]
+        raise OSError("disk full")
+
+    monkeypatch.setattr(lowering.os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        lowering.write_atomically(tmp_path / "x.pte", b"data")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_export_options(tmp_path: Path) -> None:
+    r = run_cli(
+        "export",
+        "target",
+        str(tmp_path),
+        "-o",
+        str(tmp_path / "t.pte"),
+        "--backend",
+        "portable",
+        "--dtype",
+        "8da4w",
+    )
+    assert_one_line_error(r, "8da4w needs --backend xnnpack")
+
+
+def test_cli_process_exit_code_and_no_traceback(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "etspec", "inspect", str(tmp_path / "missing.pte")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert (
+        proc.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'missing.pte'}: no such file"
+    )

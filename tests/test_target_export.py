@@ -1,0 +1,197 @@
+"""Target export: numerics against transformers, tree verify, commit, shared KV cache."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import (
+    TOL,
+    hf_forward,
+    hf_taps,
+    max_diff,
+    path_to,
+    target_program,
+    tree_mask,
+)
+from tiny import EXPORT_OPTIONS, make_hf_target
+
+from etspec.contract import (
+    TARGET_COMMIT,
+    TARGET_DECODE,
+    TARGET_PREFILL,
+    TARGET_RESET,
+    TARGET_VERIFY,
+)
+from etspec.export.export_target import TargetExportOptions, build_target, target_metadata
+from etspec.export.lowering import lower
+from etspec.models.methods import target_methods
+from etspec.runtime.prefill import prefill_target
+from etspec.runtime.program import PteProgram
+
+NAMES = list(EXPORT_OPTIONS)
+MODES = ["eager", "pte"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", NAMES)
+def test_prefill_and_decode_match_transformers(artifacts, name: str, mode: str) -> None:
+    case = artifacts.target(name)
+    prog = target_program(case, mode)
+    layers = prog.metadata.hidden_state_layers
+    gen = torch.Generator().manual_seed(1)
+    vocab = prog.metadata.vocab_size
+    # 13 tokens = one full prefill chunk of 8 plus a padded chunk of 5.
+    seq = torch.randint(0, vocab, (13,), generator=gen)
+    ref = hf_forward(case.hf, seq)
+    res = prefill_target(prog, seq)
+    assert max_diff(res.logits[0], ref.logits[0, -1]) < TOL
+    assert max_diff(res.hidden, hf_taps(ref, layers)) < TOL
+    for _ in range(6):
+        tok = torch.randint(0, vocab, (1,), generator=gen)
+        logits, hidden = prog.run(TARGET_DECODE, tok, torch.tensor([seq.numel()]))
+        seq = torch.cat([seq, tok])
+        ref = hf_forward(case.hf, seq)
+        assert max_diff(logits[0], ref.logits[0, -1]) < TOL
+        assert max_diff(hidden[0], hf_taps(ref, layers)[-1]) < TOL
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", NAMES)
+def test_greedy_32_tokens_match_generate(artifacts, name: str, mode: str) -> None:
+    case = artifacts.target(name)
+    prog = target_program(case, mode)
+    prompt = torch.randint(
+        0, prog.metadata.vocab_size, (11,), generator=torch.Generator().manual_seed(2)
+    )
+    case.hf.generation_config.eos_token_id = None  # generate exactly 32 tokens, like we do
+    with torch.no_grad():
+        expected = case.hf.generate(
+            prompt[None],
+            attention_mask=torch.ones(1, 11, dtype=torch.long),
+            do_sample=False,
+            max_new_tokens=32,
+            pad_token_id=0,
+        )[0, 11:].tolist()
+    logits = prefill_target(prog, prompt).logits
+    out: list[int] = []
+    for i in range(32):
+        tok = int(logits[0].argmax())
+        out.append(tok)
+        if i < 31:
+            logits, _ = prog.run(TARGET_DECODE, torch.tensor([tok]), torch.tensor([11 + i]))
+    assert out == expected
+
+
+def random_tree(n: int, gen: torch.Generator) -> list[int]:
+    """Parents of an n-node tree rooted at node 0 (parent -1); parent index < child index."""
+    return [-1] + [int(torch.randint(0, i, (1,), generator=gen)) for i in range(1, n)]
+
+
+@pytest.mark.parametrize("layout", ["position-overwrite", "scratch"])
+@pytest.mark.parametrize("mode", MODES)
+def test_tree_verify_equals_sequential_paths(artifacts, mode: str, layout: str) -> None:
+    case = artifacts.target("llama_gqa_rope3")
+    prog = target_program(case, mode)
+    meta = prog.metadata
+    k = meta.verify_width
+    assert k == 16
+    gen = torch.Generator().manual_seed(3)
+    prompt = torch.randint(0, meta.vocab_size, (10,), generator=gen)
+    prefill_target(prog, prompt)
+    committed = prompt.numel()
+    parents = random_tree(k, gen)
+    assert max(len(path_to(parents, i)) for i in range(k)) >= 4  # a real tree, not a star
+    tokens = torch.randint(0, meta.vocab_size, (k,), generator=gen)
+    depth = torch.tensor([len(path_to(parents, i)) - 1 for i in range(k)])
+    base = committed if layout == "position-overwrite" else meta.max_context
+    slots = torch.arange(base, base + k)
+    mask = tree_mask(parents, committed, slots, meta.cache_size)
+    logits, hidden = prog.run(TARGET_VERIFY, tokens, committed + depth, slots, mask)
+    for i in range(k):
+        seq = torch.cat([prompt, tokens[path_to(parents, i)]])
+        ref = hf_forward(case.hf, seq)
+        assert max_diff(logits[i], ref.logits[0, -1]) < TOL, f"node {i}"
+        assert max_diff(hidden[i], hf_taps(ref, meta.hidden_state_layers)[-1]) < TOL
+
+
+@pytest.mark.parametrize("layout", ["position-overwrite", "scratch"])
+@pytest.mark.parametrize("mode", MODES)
+def test_commit_moves_accepted_path_home(artifacts, mode: str, layout: str) -> None:
+    """After verify + commit of one tree path, the cache continues as if decoded sequentially."""
+    case = artifacts.target("llama_gqa_rope3")
+    prog = target_program(case, mode)
+    meta = prog.metadata
+    k = meta.verify_width
+    gen = torch.Generator().manual_seed(4)
+    prompt = torch.randint(0, meta.vocab_size, (9,), generator=gen)
+    prefill_target(prog, prompt)
+    committed = prompt.numel()
+    parents = random_tree(k, gen)
+    tokens = torch.randint(0, meta.vocab_size, (k,), generator=gen)
+    depth = torch.tensor([len(path_to(parents, i)) - 1 for i in range(k)])
+    base = committed if layout == "position-overwrite" else meta.max_context
+    slots = torch.arange(base, base + k)
+    prog.run(
+        TARGET_VERIFY,
+        tokens,
+        committed + depth,
+        slots,
+        tree_mask(parents, committed, slots, meta.cache_size),
+    )
+    path = path_to(parents, int(depth.argmax()))  # deepest node: a non-trivial move
+    src = torch.arange(k) + base  # unused rows copy a scratch slot onto itself
+    dst = src.clone()
+    src[: len(path)] = slots[path]
+    dst[: len(path)] = torch.arange(committed, committed + len(path))
+    # The padding rows must not collide with real destinations.
+    keep = torch.ones(k, dtype=torch.bool)
+    keep[len(path) :] = ~torch.isin(dst[len(path) :], dst[: len(path)])
+    prog.run(TARGET_COMMIT, torch.where(keep, src, src[0]), torch.where(keep, dst, dst[0]))
+    accepted = torch.cat([prompt, tokens[path]])
+    nxt = torch.randint(0, meta.vocab_size, (1,), generator=gen)
+    logits, _ = prog.run(TARGET_DECODE, nxt, torch.tensor([accepted.numel()]))
+    ref = hf_forward(case.hf, torch.cat([accepted, nxt]))
+    assert max_diff(logits[0], ref.logits[0, -1]) < TOL
+    if mode == "eager":
+        # Tensor-level check: committed KV equals that of sequential decoding.
+        seq_prog = target_program(case, "eager")
+        prefill_target(seq_prog, prompt)
+        for i, tok in enumerate(tokens[path].tolist()):
+            seq_prog.run(TARGET_DECODE, torch.tensor([tok]), torch.tensor([committed + i]))
+        n = accepted.numel()
+        for a, b in zip(prog.model.caches(), seq_prog.model.caches(), strict=True):
+            assert max_diff(a.k[:, :n], b.k[:, :n]) < 1e-5
+            assert max_diff(a.v[:, :n], b.v[:, :n]) < 1e-5
+
+
+def _decode_error_after_prefill(prog, hf) -> float:  # type: ignore[no-untyped-def]
+    """Logits error of a decode that must read the KV written by prefill."""
+    prompt = torch.arange(3, 14)
+    prefill_target(prog, prompt)
+    logits, _ = prog.run(TARGET_DECODE, torch.tensor([5]), torch.tensor([prompt.numel()]))
+    return max_diff(logits[0], hf_forward(hf, torch.cat([prompt, torch.tensor([5])])).logits[0, -1])
+
+
+def test_methods_share_kv_cache(artifacts, tmp_path) -> None:
+    """Decode reads what prefill wrote; the same check flags a program exported unshared."""
+    case = artifacts.target("llama_gqa_rope3")
+    assert _decode_error_after_prefill(target_program(case, "pte"), case.hf) < TOL
+
+    # A minimal model exported with share_mutable_buffers off: the detector must fire. The
+    # Python runtime happens to alias unshared caches of portable programs, so use XNNPACK,
+    # where each method's delegate really gets its own copy.
+    ckpt = tmp_path / "mini"
+    hf = make_hf_target("mistral_tied", ckpt, num_hidden_layers=2)
+    opts = TargetExportOptions(backend="xnnpack", max_seq=32, prefill_chunk=8, verify_width=2)
+    model = build_target(ckpt, opts)
+    meta = target_metadata(model, opts, None)
+    methods = target_methods(model, 8, 2)
+    needed = {name: methods[name] for name in (TARGET_PREFILL, TARGET_DECODE, TARGET_RESET)}
+    for share in (False, True):
+        data = lower(needed, meta.constant_methods(), "xnnpack", "t", share_cache=share)
+        pte = tmp_path / f"share_{share}.pte"
+        pte.write_bytes(data)
+        prog = PteProgram.load(pte)
+        prog.run(TARGET_RESET)
+        err = _decode_error_after_prefill(prog, hf)
+        assert (err < TOL) == share, f"share_cache={share}: decode error {err}"

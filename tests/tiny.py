@@ -1,0 +1,165 @@
+"""Tiny random checkpoints for tests, written with transformers' own ``save_pretrained``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+
+from etspec.export.export_target import TargetExportOptions
+
+# Larger init than HF's 0.02 so greedy argmax margins are far above float32 round-off.
+_INIT = 0.1
+
+TARGET_CONFIGS: dict[str, dict[str, Any]] = {
+    # Llama with GQA and llama3 RoPE scaling (low/high frequency bands both exercised).
+    "llama_gqa_rope3": dict(
+        model_type="llama",
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=6,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        rope_scaling={
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 16,
+        },
+    ),
+    # Qwen2: q/k/v biases, different hidden size (also the "other target" of mismatch tests).
+    "qwen2_bias": dict(
+        model_type="qwen2",
+        vocab_size=200,
+        hidden_size=48,
+        intermediate_size=96,
+        num_hidden_layers=5,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        rope_theta=1000.0,
+    ),
+    # Mistral with tied input/output embeddings.
+    "mistral_tied": dict(
+        model_type="mistral",
+        vocab_size=192,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+    ),
+}
+
+EXPORT_OPTIONS: dict[str, TargetExportOptions] = {
+    # XNNPACK for one config (the default backend), portable for the rest: exact kernels and
+    # a third of the export time.
+    "llama_gqa_rope3": TargetExportOptions(
+        backend="xnnpack", max_seq=96, prefill_chunk=8, verify_width=16
+    ),
+    "qwen2_bias": TargetExportOptions(
+        backend="portable", max_seq=96, prefill_chunk=8, verify_width=4
+    ),
+    "mistral_tied": TargetExportOptions(
+        backend="portable", max_seq=96, prefill_chunk=8, verify_width=4
+    ),
+}
+
+
+def hf_config(name: str, **overrides: Any) -> Any:
+    from transformers import AutoConfig
+
+    kwargs = {**TARGET_CONFIGS[name], **overrides}
+    model_type = kwargs.pop("model_type")
+    return AutoConfig.for_model(model_type, initializer_range=_INIT, **kwargs)
+
+
+def make_hf_target(name: str, out: Path, seed: int = 0, **overrides: Any) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(hf_config(name, **overrides)).float().eval()
+    model.save_pretrained(out)
+    return model
+
+
+@dataclass
+class Eagle3Spec:
+    target_vocab: int = 256
+    draft_vocab: int = 64
+    hidden: int = 64
+    target_hidden: int = 64
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate: int = 128
+    aux_layer_ids: tuple[int, ...] | None = (2, 3, 3)
+    with_embedding: bool = True
+
+
+def make_eagle3_checkpoint(out: Path, spec: Eagle3Spec, seed: int = 0) -> dict[str, torch.Tensor]:
+    """A draft in the official EAGLE-3 key layout (config + model.safetensors)."""
+    g = torch.Generator().manual_seed(seed)
+    h, th, d = spec.hidden, spec.target_hidden, spec.hidden // spec.heads
+
+    def w(*shape: int, scale: float = _INIT) -> torch.Tensor:
+        return torch.randn(*shape, generator=g) * scale
+
+    def norm(n: int) -> torch.Tensor:
+        return 1.0 + 0.1 * torch.randn(n, generator=g)
+
+    # A non-trivial reduced vocabulary: draft id i maps to a scattered target id.
+    chosen = torch.sort(torch.randperm(spec.target_vocab, generator=g)[: spec.draft_vocab]).values
+    d2t = chosen - torch.arange(spec.draft_vocab)
+    t2d = torch.zeros(spec.target_vocab, dtype=torch.bool)
+    t2d[chosen] = True
+    state = {
+        "fc.weight": w(h, 3 * th),
+        "midlayer.input_layernorm.weight": norm(h),
+        "midlayer.hidden_norm.weight": norm(h),
+        "midlayer.post_attention_layernorm.weight": norm(h),
+        "midlayer.self_attn.q_proj.weight": w(spec.heads * d, 2 * h),
+        "midlayer.self_attn.k_proj.weight": w(spec.kv_heads * d, 2 * h),
+        "midlayer.self_attn.v_proj.weight": w(spec.kv_heads * d, 2 * h),
+        "midlayer.self_attn.o_proj.weight": w(h, spec.heads * d),
+        "midlayer.mlp.gate_proj.weight": w(spec.intermediate, h),
+        "midlayer.mlp.up_proj.weight": w(spec.intermediate, h),
+        "midlayer.mlp.down_proj.weight": w(h, spec.intermediate),
+        "norm.weight": norm(h),
+        "lm_head.weight": w(spec.draft_vocab, h),
+        "d2t": d2t,
+        "t2d": t2d,
+    }
+    if spec.with_embedding:
+        state["embed_tokens.weight"] = w(spec.target_vocab, h, scale=1.0)
+    config: dict[str, Any] = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": h,
+        "intermediate_size": spec.intermediate,
+        "num_attention_heads": spec.heads,
+        "num_key_value_heads": spec.kv_heads,
+        "num_hidden_layers": 1,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": 512,
+        "vocab_size": spec.target_vocab,
+        "draft_vocab_size": spec.draft_vocab,
+        "target_hidden_size": th,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+    }
+    if spec.aux_layer_ids is not None:
+        config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(spec.aux_layer_ids)}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    save_file({k: v.contiguous() for k, v in state.items()}, str(out / "model.safetensors"))
+    return state
