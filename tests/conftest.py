@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiny import EXPORT_OPTIONS, Eagle3Spec, make_eagle3_checkpoint, make_hf_target
+from tiny import (
+    EXPORT_OPTIONS,
+    TARGET_CONFIGS,
+    Eagle3Spec,
+    make_eagle3_checkpoint,
+    make_hf_target,
+    write_tokenizer,
+)
 
 from etspec.export.export_draft import DraftExportOptions, export_draft
 from etspec.export.export_target import TargetExportOptions, export_target
@@ -42,6 +49,8 @@ class Artifacts:
         if name not in self._targets:
             ckpt = self.root / name
             hf = make_hf_target(name, ckpt)
+            if name == "mistral_tied":  # one target carries a tokenizer, as real ones do
+                write_tokenizer(ckpt, TARGET_CONFIGS[name]["vocab_size"])
             pte = self.root / f"{name}.pte"
             export_target(ckpt, pte, EXPORT_OPTIONS[name])
             self._targets[name] = TargetCase(name, ckpt, pte, hf, EXPORT_OPTIONS[name])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import json
 import subprocess
 import sys
@@ -11,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 from tiny import make_hf_target
 
+from etspec.artifact import open_artifact
 from etspec.cli import main
 from etspec.errors import ExportError
-from etspec.export import export_target as export_target_module
 from etspec.export.export_target import TargetExportOptions, export_target
 
 
@@ -125,7 +127,9 @@ def test_failed_export_leaves_no_partial_file(artifacts, tmp_path: Path, monkeyp
     def boom(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise ExportError("lowering failed on purpose")
 
-    monkeypatch.setattr(export_target_module, "lower", boom)
+    # etspec.export re-exports the function under the module's name; patch the module.
+    module = importlib.import_module("etspec.export.export_target")
+    monkeypatch.setattr(module, "lower", boom)
     out = tmp_path / "t.pte"
     with pytest.raises(ExportError):
         export_target(case.checkpoint, out, TargetExportOptions(backend="portable", max_seq=32))
@@ -171,3 +175,14 @@ def test_cli_process_exit_code_and_no_traceback(tmp_path: Path) -> None:
     assert (
         proc.stderr.strip().splitlines()[-1] == f"error: {tmp_path / 'missing.pte'}: no such file"
     )
+
+
+def test_tokenizer_travels_inside_the_target(artifacts) -> None:
+    case = artifacts.target("mistral_tied")
+    art = open_artifact(case.pte)
+    data = (case.checkpoint / "tokenizer.json").read_bytes()
+    assert art.tokenizer_json() == data
+    assert art.metadata.tokenizer_sha256 == hashlib.sha256(data).hexdigest()
+    assert open_artifact(artifacts.target("qwen2_bias").pte).tokenizer_json() is None
+    info = json.loads(run_cli("inspect", "--json", str(case.pte)).output)
+    assert info["has_tokenizer"] is True

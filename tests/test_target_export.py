@@ -182,7 +182,9 @@ def test_methods_share_kv_cache(artifacts, tmp_path) -> None:
     # where each method's delegate really gets its own copy.
     ckpt = tmp_path / "mini"
     hf = make_hf_target("mistral_tied", ckpt, num_hidden_layers=2)
-    opts = TargetExportOptions(backend="xnnpack", max_seq=32, prefill_chunk=8, verify_width=2)
+    opts = TargetExportOptions(
+        backend="xnnpack", max_seq=32, prefill_chunk=8, verify_width=2, hidden_layers=(1, 2)
+    )
     model = build_target(ckpt, opts)
     meta = target_metadata(model, opts, None)
     methods = target_methods(model, 8, 2)

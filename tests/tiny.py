@@ -163,3 +163,14 @@ def make_eagle3_checkpoint(out: Path, spec: Eagle3Spec, seed: int = 0) -> dict[s
     (out / "config.json").write_text(json.dumps(config, indent=2))
     save_file({k: v.contiguous() for k, v in state.items()}, str(out / "model.safetensors"))
     return state
+
+
+def write_tokenizer(out: Path, vocab_size: int) -> bytes:
+    """A word-level ``tokenizer.json`` over ``vocab_size`` ids, as HF checkpoints ship one."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"[UNK]": 0, **{f"w{i}": i for i in range(1, vocab_size)}}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(out / "tokenizer.json"))
+    return (out / "tokenizer.json").read_bytes()
