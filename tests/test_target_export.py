@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 import torch
 from helpers import (
@@ -87,31 +89,51 @@ def random_tree(n: int, gen: torch.Generator) -> list[int]:
     return [-1] + [int(torch.randint(0, i, (1,), generator=gen)) for i in range(1, n)]
 
 
+@dataclass
+class VerifiedTree:
+    prompt: torch.Tensor
+    parents: list[int]
+    tokens: torch.Tensor
+    depth: torch.Tensor
+    slots: torch.Tensor
+    logits: torch.Tensor
+    hidden: torch.Tensor
+
+
+def verify_random_tree(prog, layout: str, seed: int, prompt_len: int) -> VerifiedTree:  # type: ignore[no-untyped-def]
+    """Prefill a random prompt, then verify a random tree of ``verify_width`` nodes.
+
+    ``position-overwrite`` writes the nodes right after the committed prefix; ``scratch``
+    writes them to the scratch slots past ``max_context``.
+    """
+    meta = prog.metadata
+    k = meta.verify_width
+    gen = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(0, meta.vocab_size, (prompt_len,), generator=gen)
+    prefill_target(prog, prompt)
+    parents = random_tree(k, gen)
+    tokens = torch.randint(0, meta.vocab_size, (k,), generator=gen)
+    depth = torch.tensor([len(path_to(parents, i)) - 1 for i in range(k)])
+    base = prompt_len if layout == "position-overwrite" else meta.max_context
+    slots = torch.arange(base, base + k)
+    mask = tree_mask(parents, prompt_len, slots, meta.cache_size)
+    logits, hidden = prog.run(TARGET_VERIFY, tokens, prompt_len + depth, slots, mask)
+    return VerifiedTree(prompt, parents, tokens, depth, slots, logits, hidden)
+
+
 @pytest.mark.parametrize("layout", ["position-overwrite", "scratch"])
 @pytest.mark.parametrize("mode", MODES)
 def test_tree_verify_equals_sequential_paths(artifacts, mode: str, layout: str) -> None:
     case = artifacts.target("llama_gqa_rope3")
     prog = target_program(case, mode)
-    meta = prog.metadata
-    k = meta.verify_width
-    assert k == 16
-    gen = torch.Generator().manual_seed(3)
-    prompt = torch.randint(0, meta.vocab_size, (10,), generator=gen)
-    prefill_target(prog, prompt)
-    committed = prompt.numel()
-    parents = random_tree(k, gen)
-    assert max(len(path_to(parents, i)) for i in range(k)) >= 4  # a real tree, not a star
-    tokens = torch.randint(0, meta.vocab_size, (k,), generator=gen)
-    depth = torch.tensor([len(path_to(parents, i)) - 1 for i in range(k)])
-    base = committed if layout == "position-overwrite" else meta.max_context
-    slots = torch.arange(base, base + k)
-    mask = tree_mask(parents, committed, slots, meta.cache_size)
-    logits, hidden = prog.run(TARGET_VERIFY, tokens, committed + depth, slots, mask)
-    for i in range(k):
-        seq = torch.cat([prompt, tokens[path_to(parents, i)]])
+    assert prog.metadata.verify_width == 16
+    t = verify_random_tree(prog, layout, seed=3, prompt_len=10)
+    assert int(t.depth.max()) >= 3  # a real tree, not a star
+    for i in range(16):
+        seq = torch.cat([t.prompt, t.tokens[path_to(t.parents, i)]])
         ref = hf_forward(case.hf, seq)
-        assert max_diff(logits[i], ref.logits[0, -1]) < TOL, f"node {i}"
-        assert max_diff(hidden[i], hf_taps(ref, meta.hidden_state_layers)[-1]) < TOL
+        assert max_diff(t.logits[i], ref.logits[0, -1]) < TOL, f"node {i}"
+        assert max_diff(t.hidden[i], hf_taps(ref, prog.metadata.hidden_state_layers)[-1]) < TOL
 
 
 @pytest.mark.parametrize("layout", ["position-overwrite", "scratch"])
@@ -122,22 +144,11 @@ def test_commit_moves_accepted_path_home(artifacts, mode: str, layout: str) -> N
     prog = target_program(case, mode)
     meta = prog.metadata
     k = meta.verify_width
-    gen = torch.Generator().manual_seed(4)
-    prompt = torch.randint(0, meta.vocab_size, (9,), generator=gen)
-    prefill_target(prog, prompt)
+    t = verify_random_tree(prog, layout, seed=4, prompt_len=9)
+    prompt, parents, tokens, depth, slots = t.prompt, t.parents, t.tokens, t.depth, t.slots
     committed = prompt.numel()
-    parents = random_tree(k, gen)
-    tokens = torch.randint(0, meta.vocab_size, (k,), generator=gen)
-    depth = torch.tensor([len(path_to(parents, i)) - 1 for i in range(k)])
-    base = committed if layout == "position-overwrite" else meta.max_context
-    slots = torch.arange(base, base + k)
-    prog.run(
-        TARGET_VERIFY,
-        tokens,
-        committed + depth,
-        slots,
-        tree_mask(parents, committed, slots, meta.cache_size),
-    )
+    base = int(slots[0])
+    gen = torch.Generator().manual_seed(40)
     path = path_to(parents, int(depth.argmax()))  # deepest node: a non-trivial move
     src = torch.arange(k) + base  # unused rows copy a scratch slot onto itself
     dst = src.clone()
