@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,6 +25,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _quiet_third_party() -> None:
     # torchao and ExecuTorch print load-time chatter (optional CUDA kernels, cpuinfo probes)
     # that says nothing about the user's command.
+    # torch.export's deprecation chatter is about its internals, not the user's model.
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
     for name in ("torchao", "torch.utils._pytree", "torch._export"):
         logging.getLogger(name).setLevel(logging.ERROR)
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
