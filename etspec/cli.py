@@ -1,4 +1,4 @@
-"""The ``etspec`` command line: export, inspect (generation commands arrive with the runtime).
+"""The ``etspec`` command line: export, inspect, generate, validate.
 
 User-caused errors (``EtspecError``) print one line and exit 1, never a traceback.
 """
@@ -176,3 +176,197 @@ def inspect(pte: Path, as_json: bool) -> None:
     for key, value in meta.items():
         click.echo(f"  {key}: {value}")
     click.echo(f"  tokenizer: {'embedded' if info['has_tokenizer'] else 'none'}")
+
+
+def _parse_ids(value: str) -> list[int] | list[list[int]]:
+    """``1,2,3``; ``;`` separates sequences (a batch, which generate then refuses clearly)."""
+    try:
+        rows = [[int(t) for t in row.split(",") if t.strip()] for row in value.split(";")]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated token ids, got {value!r}") from None
+    return rows[0] if len(rows) == 1 else rows
+
+
+def _runner_options(fn: F) -> F:
+    """Options shared by generate and validate: which artifacts, how to speculate."""
+    options = [
+        click.option(
+            "--target",
+            required=True,
+            type=click.Path(path_type=Path),
+            help="Target .pte (with --reference: a checkpoint folder).",
+        ),
+        click.option(
+            "--draft",
+            type=click.Path(path_type=Path),
+            default=None,
+            help="EAGLE-3 draft .pte (with --reference: a checkpoint folder).",
+        ),
+        click.option(
+            "--draft-method",
+            type=click.Choice(["eagle3", "prompt-lookup"]),
+            default="eagle3",
+            show_default=True,
+            help="prompt-lookup drafts by n-gram lookup and needs no --draft.",
+        ),
+        click.option("--num-spec-tokens", default=3, show_default=True, type=int),
+        click.option(
+            "--kv",
+            "kv_strategy",
+            type=click.Choice(["position-overwrite", "scratch-commit"]),
+            default="position-overwrite",
+            show_default=True,
+        ),
+        click.option(
+            "--reference",
+            is_flag=True,
+            help="Run checkpoints eagerly in torch (the reference program) instead of .pte.",
+        ),
+        click.option(
+            "--device", default="cpu", show_default=True, help="Reference mode: cpu, cuda, npu."
+        ),
+        click.option("--max-seq", default=512, show_default=True, help="Reference mode context."),
+        click.option("--verify-width", default=8, show_default=True, help="Reference mode K."),
+    ]
+    for opt in reversed(options):
+        fn = opt(fn)
+    return fn
+
+
+def _spec(kw: dict[str, Any]) -> Any:
+    from etspec.runtime.loading import RunnerSpec
+
+    return RunnerSpec(
+        target=kw["target"],
+        draft=kw["draft"],
+        draft_method=kw["draft_method"],
+        num_spec_tokens=kw["num_spec_tokens"],
+        kv_strategy=kw["kv_strategy"],
+        reference=kw["reference"],
+        device=kw["device"],
+        max_seq=kw["max_seq"],
+        verify_width=kw["verify_width"],
+    )
+
+
+def _wants_speculation(kw: dict[str, Any]) -> bool:
+    return kw["draft"] is not None or kw["draft_method"] == "prompt-lookup"
+
+
+@main.command()
+@_runner_options
+@click.option("--prompt", default=None, help="Prompt text (needs a tokenizer in the target).")
+@click.option("--prompt-ids", default=None, help="Prompt token ids, e.g. 1,2,3.")
+@click.option("--max-new-tokens", default=128, show_default=True, type=int)
+@click.option("--temperature", default=0.0, show_default=True, type=float, help="0 is greedy.")
+@click.option("--top-k", default=0, show_default=True, type=int, help="0 disables.")
+@click.option("--top-p", default=1.0, show_default=True, type=float)
+@click.option("--seed", default=None, type=int, help="Sampling seed (default: random).")
+@click.option(
+    "--repetition-penalty",
+    default=None,
+    type=float,
+    help="Target-only decoding only: speculation cannot replay it.",
+)
+@click.option("--ignore-eos", is_flag=True, help="Do not stop at EOS.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object at the end.")
+@user_errors
+def generate(**kw: Any) -> None:
+    """Generate from a target .pte, speculatively when a draft is given."""
+    from etspec.runtime.loading import load_runners
+    from etspec.runtime.sampling import RepetitionPenalty, SamplingConfig
+
+    if (kw["prompt"] is None) == (kw["prompt_ids"] is None):
+        raise EtspecError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3")
+    sampling = SamplingConfig(kw["temperature"], kw["top_k"], kw["top_p"], kw["seed"])
+    sampling.check()
+    processors = []
+    if kw["repetition_penalty"] is not None:
+        processors.append(RepetitionPenalty(kw["repetition_penalty"]))
+    base, speculative = load_runners(_spec(kw))
+    runner = speculative or base
+    prompt = kw["prompt"] if kw["prompt"] is not None else _parse_ids(kw["prompt_ids"])
+    as_json = kw["as_json"]
+    text_mode = runner.tokenizer is not None
+
+    def stream(ids: list[int], piece: str) -> None:
+        if as_json:
+            return
+        out = piece if text_mode else "".join(f"{t} " for t in ids)
+        if out:
+            click.echo(out, nl=False)
+            sys.stdout.flush()
+
+    result = runner.generate(
+        prompt,
+        kw["max_new_tokens"],
+        sampling,
+        processors=processors,
+        callback=stream,
+        ignore_eos=kw["ignore_eos"],
+    )
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    click.echo("")
+    st = result.stats
+    line = (
+        f"[{st.generated_tokens} tokens, {st.tokens_per_s:.1f} tok/s, "
+        f"TTFT {st.ttft_s * 1e3:.1f} ms, stop: {result.stop_reason}"
+    )
+    if speculative is not None:
+        line += (
+            f"; acceptance {st.acceptance_rate:.1%} ({st.accepted_tokens}/{st.drafted_tokens}),"
+            f" TPC {st.tpc:.2f}, verify calls {st.verify_calls}, draft calls {st.draft_calls}"
+        )
+    click.echo(line + "]", err=True)
+
+
+@main.command()
+@_runner_options
+@click.option(
+    "--prompts",
+    "prompts_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="JSONL with 'prompt' or 'prompt_ids' per line (default: built-in set).",
+)
+@click.option("--max-new-tokens", default=32, show_default=True, type=int)
+@click.option("--ignore-eos", is_flag=True, help="Do not stop at EOS.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON report at the end.")
+@user_errors
+def validate(**kw: Any) -> None:
+    """Greedy-equivalence suite: speculative output must equal target-only output."""
+    from etspec.runtime.loading import load_runners
+    from etspec.runtime.validate import ValidationReport, default_prompts, read_prompts
+    from etspec.runtime.validate import validate as run_validation
+
+    if not _wants_speculation(kw):
+        raise EtspecError("validate compares speculative with target-only: give --draft")
+    base, speculative = load_runners(_spec(kw))
+    assert speculative is not None
+    prompts = read_prompts(kw["prompts_file"]) if kw["prompts_file"] else default_prompts(base)
+    report = ValidationReport()
+    for r in run_validation(base, speculative, prompts, kw["max_new_tokens"], kw["ignore_eos"]):
+        report.results.append(r)
+        if kw["as_json"]:
+            continue
+        if r.passed and not r.tie:
+            status = "PASS"
+        elif r.tie:
+            status = f"PASS (numerical tie at token {r.diverge_at}, top-2 gap {r.gap:.2e})"
+        else:
+            status = f"FAIL at token {r.diverge_at} (top-2 gap {r.gap})"
+        click.echo(
+            f"prompt {r.prompt_id:3d}: {status}  [{len(r.target_ids)} tokens, TPC {r.tpc:.2f}]"
+        )
+    if kw["as_json"]:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        failures = sum(not r.passed for r in report.results)
+        click.echo(
+            f"{len(report.results) - failures}/{len(report.results)} prompts identical "
+            f"({report.ties} numerical ties, {failures} failures)"
+        )
+    if not report.passed:
+        sys.exit(1)

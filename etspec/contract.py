@@ -150,6 +150,7 @@ class TargetMetadata(_Metadata):
     bos_token_id: int
     eos_token_ids: tuple[int, ...]
     kv_strategies: str
+    kv_cache_bytes: int
     dtype: str
     backend: str
     tokenizer_sha256: str
@@ -179,6 +180,7 @@ class DraftMetadata(_Metadata):
     hidden_state_point: str
     hidden_state_layers: tuple[int, ...]
     target_tokenizer_sha256: str
+    kv_cache_bytes: int
     dtype: str
     backend: str
 

@@ -10,11 +10,9 @@ import torch
 from etspec.artifact import open_artifact
 from etspec.contract import (
     DRAFT_D2T,
-    FORMAT_VERSION,
     DraftMetadata,
     TargetMetadata,
     check_pair,
-    default_eagle3_layers,
 )
 from etspec.errors import ExportError, MetadataMismatchError
 from etspec.export.lowering import check_options, check_output, lower, quantize, write_atomically
@@ -63,26 +61,8 @@ def build_draft(
 def draft_metadata(
     model: Eagle3Draft, target: TargetMetadata, opts: DraftExportOptions
 ) -> DraftMetadata:
-    cfg = model.cfg
-    # A draft config without explicit aux ids means the EAGLE-3 default taps of its target.
-    layers = cfg.aux_layer_ids or default_eagle3_layers(target.num_layers)
-    return DraftMetadata(
-        format_version=FORMAT_VERSION,
-        draft_method="eagle3",
-        draft_vocab_size=cfg.draft_vocab_size,
-        hidden_size=cfg.hidden_size,
-        max_context=target.max_context,
-        cache_size=model.cache_size,
-        prefill_chunk=target.prefill_chunk,
-        extend_width=target.verify_width,
-        step_width=opts.step_width,
-        target_vocab_size=cfg.vocab_size,
-        target_hidden_size=cfg.target_hidden_size,
-        hidden_state_point="layer_input",
-        hidden_state_layers=tuple(layers),
-        target_tokenizer_sha256=target.tokenizer_sha256,
-        dtype=opts.dtype,
-        backend=opts.backend,
+    return model.metadata(
+        target, step_width=opts.step_width, dtype=opts.dtype, backend=opts.backend
     )
 
 

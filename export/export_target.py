@@ -7,8 +7,6 @@ from pathlib import Path
 
 from etspec.artifact import sha256_hex
 from etspec.contract import (
-    FORMAT_VERSION,
-    KV_STRATEGIES,
     TOKENIZER_JSON,
     HiddenStateSpec,
     TargetMetadata,
@@ -70,22 +68,9 @@ def build_target(checkpoint: str | Path, opts: TargetExportOptions) -> LlamaTarg
 def target_metadata(
     model: LlamaTarget, opts: TargetExportOptions, tokenizer: bytes | None
 ) -> TargetMetadata:
-    cfg = model.cfg
-    return TargetMetadata(
-        format_version=FORMAT_VERSION,
-        model_family=cfg.model_type,
-        vocab_size=cfg.vocab_size,
-        hidden_size=cfg.hidden_size,
-        num_layers=cfg.num_layers,
-        max_context=opts.max_seq,
-        cache_size=model.cache_size,
+    return model.metadata(
         prefill_chunk=opts.prefill_chunk,
         verify_width=opts.verify_width,
-        hidden_state_point=model.hidden_spec.point,
-        hidden_state_layers=model.hidden_spec.layers,
-        bos_token_id=-1 if cfg.bos_token_id is None else int(cfg.bos_token_id),
-        eos_token_ids=cfg.eos_token_ids,
-        kv_strategies=",".join(KV_STRATEGIES),
         dtype=opts.dtype,
         backend=opts.backend,
         tokenizer_sha256=sha256_hex(tokenizer),

@@ -16,9 +16,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from etspec.contract import FORMAT_VERSION, DraftMetadata, TargetMetadata, default_eagle3_layers
 from etspec.errors import CheckpointError, UnsupportedModelError
 from etspec.models.checkpoint import load_state_dict, read_config
-from etspec.models.layers import MLP, Attention, RMSNorm
+from etspec.models.layers import MLP, Attention, RMSNorm, kv_cache_bytes
 from etspec.models.rope import RopeConfig, rope_tables
 
 
@@ -147,6 +148,33 @@ class Eagle3Draft(nn.Module):
 
     def caches(self) -> list[nn.Module]:
         return [self.midlayer.self_attn.cache]
+
+    def metadata(
+        self, target: TargetMetadata, *, step_width: int, dtype: str, backend: str
+    ) -> DraftMetadata:
+        """The draft artifact metadata for this model paired with ``target``."""
+        cfg = self.cfg
+        # A draft config without explicit aux ids means the EAGLE-3 default taps of its target.
+        layers = cfg.aux_layer_ids or default_eagle3_layers(target.num_layers)
+        return DraftMetadata(
+            format_version=FORMAT_VERSION,
+            draft_method="eagle3",
+            draft_vocab_size=cfg.draft_vocab_size,
+            hidden_size=cfg.hidden_size,
+            max_context=target.max_context,
+            cache_size=self.cache_size,
+            prefill_chunk=target.prefill_chunk,
+            extend_width=target.verify_width,
+            step_width=step_width,
+            target_vocab_size=cfg.vocab_size,
+            target_hidden_size=cfg.target_hidden_size,
+            hidden_state_point="layer_input",
+            hidden_state_layers=tuple(layers),
+            target_tokenizer_sha256=target.tokenizer_sha256,
+            kv_cache_bytes=kv_cache_bytes(self.caches()),
+            dtype=dtype,
+            backend=backend,
+        )
 
     @classmethod
     def from_checkpoint(

@@ -64,6 +64,11 @@ class KVCache(nn.Module):
         self.v.zero_()
 
 
+def kv_cache_bytes(caches: list[nn.Module]) -> int:
+    """Bytes held by the K and V buffers of ``caches``."""
+    return sum(b.numel() * b.element_size() for c in caches for b in c.buffers())
+
+
 class Attention(nn.Module):
     """Grouped-query attention over a static cache with an explicit additive mask."""
 

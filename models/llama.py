@@ -7,11 +7,17 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from etspec.contract import HiddenStateSpec, default_eagle3_layers
+from etspec.contract import (
+    FORMAT_VERSION,
+    KV_STRATEGIES,
+    HiddenStateSpec,
+    TargetMetadata,
+    default_eagle3_layers,
+)
 from etspec.errors import CheckpointError
 from etspec.models.checkpoint import load_state_dict, read_config
 from etspec.models.config import DecoderConfig
-from etspec.models.layers import MLP, Attention, RMSNorm
+from etspec.models.layers import MLP, Attention, RMSNorm, kv_cache_bytes
 from etspec.models.rope import rope_tables
 
 
@@ -99,6 +105,38 @@ class LlamaTarget(nn.Module):
 
     def caches(self) -> list[nn.Module]:
         return [layer.self_attn.cache for layer in self.layers]
+
+    def metadata(
+        self,
+        *,
+        prefill_chunk: int,
+        verify_width: int,
+        dtype: str,
+        backend: str,
+        tokenizer_sha256: str,
+    ) -> TargetMetadata:
+        """The artifact metadata of this model compiled with the given static shapes."""
+        cfg = self.cfg
+        return TargetMetadata(
+            format_version=FORMAT_VERSION,
+            model_family=cfg.model_type,
+            vocab_size=cfg.vocab_size,
+            hidden_size=cfg.hidden_size,
+            num_layers=cfg.num_layers,
+            max_context=self.max_context,
+            cache_size=self.cache_size,
+            prefill_chunk=prefill_chunk,
+            verify_width=verify_width,
+            hidden_state_point=self.hidden_spec.point,
+            hidden_state_layers=self.hidden_spec.layers,
+            bos_token_id=-1 if cfg.bos_token_id is None else int(cfg.bos_token_id),
+            eos_token_ids=cfg.eos_token_ids,
+            kv_strategies=",".join(KV_STRATEGIES),
+            kv_cache_bytes=kv_cache_bytes(self.caches()),
+            dtype=dtype,
+            backend=backend,
+            tokenizer_sha256=tokenizer_sha256,
+        )
 
     @classmethod
     def from_checkpoint(

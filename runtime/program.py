@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from etspec.artifact import OpenedArtifact, open_artifact
-from etspec.contract import DraftMetadata, TargetMetadata, check_pair
+from etspec.contract import TOKENIZER_JSON, DraftMetadata, TargetMetadata, check_pair
 from etspec.errors import ArtifactError
 
 
@@ -26,6 +26,10 @@ class Program(Protocol):
     def run(self, method: str, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]: ...
 
     def constant(self, name: str) -> list[Any]: ...
+
+    def tokenizer_json(self) -> bytes | None: ...
+
+    def weights_bytes(self) -> int: ...
 
 
 class PteProgram:
@@ -61,6 +65,13 @@ class PteProgram:
     def constant(self, name: str) -> list[Any]:
         return self.artifact.constant(name)
 
+    def tokenizer_json(self) -> bytes | None:
+        return self.artifact.tokenizer_json()
+
+    def weights_bytes(self) -> int:
+        """The artifact's size: its weights, one copy, as stored (delegates may hold more)."""
+        return self.path.stat().st_size
+
 
 class EagerProgram:
     """The same method wrappers run in torch, on any device torch supports."""
@@ -76,12 +87,30 @@ class EagerProgram:
         self.methods = {name: m.to(self.device) for name, m in methods.items()}
         self.metadata = metadata
         self._constants = constants or {}
+        self.model: nn.Module | None = None  # set by the builders; reference checks read it
 
     @torch.no_grad()
     def run(self, method: str, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         out = self.methods[method](*(x.to(self.device) for x in inputs))
         out = out if isinstance(out, tuple) else (out,)
         return tuple(o.cpu() for o in out)
+
+    def tokenizer_json(self) -> bytes | None:
+        data = self._constants.get(TOKENIZER_JSON)
+        return bytes(data) if data is not None else None
+
+    def weights_bytes(self) -> int:
+        seen: dict[int, int] = {}
+        for m in self.methods.values():
+            for p in m.parameters():
+                seen[id(p)] = p.numel() * p.element_size()
+        return sum(seen.values())
+
+    def cache_tensors(self) -> list[torch.Tensor]:
+        """The live K and V buffers (reference-mode invariant checks read them)."""
+        if self.model is None:
+            return []
+        return [b for c in self.model.caches() for b in (c.k, c.v)]  # type: ignore[operator]
 
     def constant(self, name: str) -> list[Any]:
         value = self._constants.get(name)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from tiny import (
     EXPORT_OPTIONS,
+    SMALL_VOCAB_DRAFT,
     TARGET_CONFIGS,
     Eagle3Spec,
     make_eagle3_checkpoint,
@@ -44,6 +45,7 @@ class Artifacts:
         self.root = root
         self._targets: dict[str, TargetCase] = {}
         self._draft: DraftCase | None = None
+        self._small_draft: DraftCase | None = None
 
     def target(self, name: str) -> TargetCase:
         if name not in self._targets:
@@ -65,6 +67,17 @@ class Artifacts:
             export_draft(ckpt, target.pte, pte, DraftExportOptions(backend="xnnpack", step_width=4))
             self._draft = DraftCase(ckpt, pte, target, state)
         return self._draft
+
+    def small_draft(self) -> DraftCase:
+        """The 16-token target and its EAGLE-3 draft: mixed accept/reject, frequent EOS."""
+        if self._small_draft is None:
+            target = self.target("llama_small_vocab")
+            ckpt = self.root / "eagle3_small"
+            state = make_eagle3_checkpoint(ckpt, SMALL_VOCAB_DRAFT)
+            pte = self.root / "eagle3_small.pte"
+            export_draft(ckpt, target.pte, pte, DraftExportOptions(backend="xnnpack", step_width=1))
+            self._small_draft = DraftCase(ckpt, pte, target, state)
+        return self._small_draft
 
 
 @pytest.fixture(scope="session")

@@ -62,3 +62,99 @@ def path_to(parents: list[int], i: int) -> list[int]:
         path.append(i)
         i = parents[i]
     return path[::-1]
+
+
+def pair_programs(draft_case, mode: str):  # type: ignore[no-untyped-def]
+    """(target program, draft program) of a test pair, as .pte or as eager reference."""
+    from etspec.runtime.eager import eager_draft, eager_target
+    from etspec.runtime.program import load_pair
+
+    if mode == "pte":
+        return load_pair(draft_case.target.pte, draft_case.pte)
+    opts = draft_case.target.opts
+    t = eager_target(
+        draft_case.target.checkpoint,
+        max_seq=opts.max_seq,
+        prefill_chunk=opts.prefill_chunk,
+        verify_width=opts.verify_width,
+    )
+    return t, eager_draft(draft_case.checkpoint, t, step_width=1)
+
+
+def runners(target, draft_runner=None, k: int = 3, kv: str = "position-overwrite"):  # type: ignore[no-untyped-def]
+    """(target-only runner, speculative runner) sharing ``target``; reference checks on eager."""
+    from etspec.runtime.program import EagerProgram
+    from etspec.runtime.runner import TextLLMRunner
+    from etspec.runtime.speculative.generator import SpeculativeTokenGenerator
+
+    reference = isinstance(target, EagerProgram)
+    base = TextLLMRunner(target, reference=reference)
+    if draft_runner is None:
+        return base, None
+    gen = SpeculativeTokenGenerator(draft_runner, target.metadata, k, kv)
+    return base, TextLLMRunner(target, gen, reference=reference)
+
+
+def random_prompts(count: int, vocab: int, longest: int, seed: int = 0) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    lengths = [1 + (i * 5) % longest for i in range(count)]
+    return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in lengths]
+
+
+class ScriptedDraftRunner:
+    """A test draft that proposes a known continuation, corrupted on a schedule.
+
+    ``continuation(history) -> the target's greedy tokens after history``. At step s it
+    corrupts draft position ``schedule(s)`` (no corruption when that is >= the budget), so a
+    test chooses all-accepted, all-rejected or mixed steps. ``on_accept`` sees every
+    ``Acceptance`` (tests check the committed KV there, after every step).
+    """
+
+    hidden_spec = None
+
+    def __init__(self, continuation, vocab: int, schedule, on_accept=None) -> None:  # type: ignore[no-untyped-def]
+        self.continuation = continuation
+        self.vocab = vocab
+        self.schedule = schedule
+        self.on_accept = on_accept
+        self.history: list[int] = []
+        self.step = 0
+
+    def check_target(self, target) -> None:  # type: ignore[no-untyped-def]
+        return None
+
+    def memory(self) -> dict[str, int]:
+        return {}
+
+    def reset(self) -> None:
+        self.history, self.step = [], 0
+
+    def prefill(self, prompt, first_token, hidden) -> int:  # type: ignore[no-untyped-def]
+        self.history = [*prompt, first_token]
+        return 0
+
+    def propose(self, max_tokens, sampler):  # type: ignore[no-untyped-def]
+        from etspec.runtime.speculative.draft_runner import Proposal
+
+        tokens = list(self.continuation(self.history)[:max_tokens])
+        bad = self.schedule(self.step)
+        if bad < len(tokens):
+            tokens[bad] = (tokens[bad] + 1) % self.vocab
+        self.step += 1
+        return Proposal.chain(tokens)
+
+    def accept(self, acceptance) -> int:  # type: ignore[no-untyped-def]
+        self.history.extend([*acceptance.tokens[1:], acceptance.next_token])
+        if self.on_accept is not None:
+            self.on_accept(acceptance)
+        return 0
+
+
+def oracle(prompt: list[int], reference: list[int]):  # type: ignore[no-untyped-def]
+    """``continuation`` for ScriptedDraftRunner from a target-only run of ``prompt``."""
+    full = [*prompt, *reference]
+
+    def continuation(history: list[int]) -> list[int]:
+        return full[len(history) :]
+
+    return continuation

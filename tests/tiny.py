@@ -58,6 +58,19 @@ TARGET_CONFIGS: dict[str, dict[str, Any]] = {
         max_position_embeddings=512,
         tie_word_embeddings=True,
     ),
+    # A 16-token vocabulary: random drafts agree with it often enough for mixed accept/reject
+    # steps, EOS (id 2) falls inside speculative windows, and sampling tests can count
+    # every outcome.
+    "llama_small_vocab": dict(
+        model_type="llama",
+        vocab_size=16,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+    ),
 }
 
 EXPORT_OPTIONS: dict[str, TargetExportOptions] = {
@@ -72,7 +85,13 @@ EXPORT_OPTIONS: dict[str, TargetExportOptions] = {
     "mistral_tied": TargetExportOptions(
         backend="portable", max_seq=96, prefill_chunk=8, verify_width=4
     ),
+    "llama_small_vocab": TargetExportOptions(
+        backend="xnnpack", max_seq=64, prefill_chunk=8, verify_width=8
+    ),
 }
+
+#: The EAGLE-3 draft of ``llama_small_vocab`` (12 of its 16 tokens in the draft vocabulary).
+SMALL_VOCAB_DRAFT = None  # set below, after Eagle3Spec
 
 
 def hf_config(name: str, **overrides: Any) -> Any:
@@ -163,6 +182,16 @@ def make_eagle3_checkpoint(out: Path, spec: Eagle3Spec, seed: int = 0) -> dict[s
     (out / "config.json").write_text(json.dumps(config, indent=2))
     save_file({k: v.contiguous() for k, v in state.items()}, str(out / "model.safetensors"))
     return state
+
+
+SMALL_VOCAB_DRAFT = Eagle3Spec(
+    target_vocab=16,
+    draft_vocab=12,
+    hidden=32,
+    target_hidden=32,
+    intermediate=64,
+    aux_layer_ids=None,
+)
 
 
 def write_tokenizer(out: Path, vocab_size: int) -> bytes:

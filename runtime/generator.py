@@ -1,0 +1,99 @@
+"""The TokenGenerator seam: how tokens after the first are produced.
+
+``TextLLMRunner`` owns everything around generation (tokenizer, prefill, stop handling,
+callbacks, stats); a ``TokenGenerator`` only continues a prefilled sequence and hands each
+batch of new tokens to a ``TokenSink``, which decides whether to go on. One target decode
+per token (``TextTokenGenerator``) and draft-then-verify (``SpeculativeTokenGenerator``)
+are the two implementations; the runner never branches on which one it holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from etspec.contract import TARGET_DECODE
+from etspec.runtime.prefill import PrefillResult
+from etspec.runtime.program import Program
+from etspec.runtime.sampling import Sampler
+from etspec.runtime.stats import GenerationStats
+
+
+class TokenSink(Protocol):
+    """Receives generated tokens; implemented by the runner."""
+
+    #: Every token so far: the prompt, then the emitted tokens.
+    history: list[int]
+
+    @property
+    def remaining(self) -> int:
+        """How many more tokens may be emitted."""
+        ...
+
+    def emit(self, tokens: list[int], logits: torch.Tensor) -> bool:
+        """Take ``tokens`` (``logits[i]``: the raw target logits ``tokens[i]`` was chosen
+        from); returns False once generation must stop (EOS, budget, callback)."""
+        ...
+
+
+@dataclass
+class GenerationContext:
+    """What a generator needs to continue a prefilled sequence; nothing is hidden elsewhere.
+
+    The target KV holds the prompt (``len(prompt)`` positions); ``first_token`` has been
+    emitted and is not yet in the KV.
+    """
+
+    target: Program
+    sampler: Sampler
+    stats: GenerationStats
+    prompt: list[int]
+    prefill: PrefillResult
+    first_token: int
+    reference: bool = False
+
+
+class TokenGenerator(Protocol):
+    """Produces the tokens after the first until the sink says stop."""
+
+    def check(self, ctx_sampler: Sampler) -> None:
+        """Reject settings this generator cannot honour, before any state changes."""
+        ...
+
+    def generate(self, ctx: GenerationContext, sink: TokenSink) -> None: ...
+
+    def reset(self) -> None: ...
+
+    def memory(self) -> dict[str, int]:
+        """Bytes this generator adds beyond the target (e.g. draft weights and KV)."""
+        ...
+
+
+class TextTokenGenerator:
+    """Target-only decoding: one ``target_decode`` call per token."""
+
+    def check(self, ctx_sampler: Sampler) -> None:
+        return None
+
+    def reset(self) -> None:
+        return None
+
+    def memory(self) -> dict[str, int]:
+        return {}
+
+    def generate(self, ctx: GenerationContext, sink: TokenSink) -> None:
+        token, position = ctx.first_token, len(ctx.prompt)
+        stats, target, sampler = ctx.stats, ctx.target, ctx.sampler
+        position_t = torch.empty(1, dtype=torch.long)
+        token_t = torch.empty(1, dtype=torch.long)
+        while sink.remaining > 0:
+            token_t[0], position_t[0] = token, position
+            with stats.stage("decode"):
+                logits, _ = target.run(TARGET_DECODE, token_t, position_t)
+            stats.decode_calls += 1
+            token = sampler.pick(logits, sink.history)
+            position += 1
+            if not sink.emit([token], logits):
+                return

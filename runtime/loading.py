@@ -1,0 +1,91 @@
+"""Build runners from user-facing settings: ``.pte`` files (performance mode) or checkpoint
+folders run in torch (reference mode). Shared by the CLI, scripts and tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from etspec.contract import TargetMetadata
+from etspec.errors import EtspecError
+from etspec.runtime.program import Program, PteProgram, load_pair
+from etspec.runtime.runner import TextLLMRunner
+
+DRAFT_METHODS = ("eagle3", "prompt-lookup")
+
+
+@dataclass(frozen=True)
+class RunnerSpec:
+    target: Path
+    draft: Path | None = None
+    draft_method: str = "eagle3"
+    num_spec_tokens: int = 3
+    kv_strategy: str = "position-overwrite"
+    reference: bool = False  # target/draft are checkpoint folders run eagerly
+    device: str = "cpu"
+    # Static shapes of reference-mode programs (a .pte carries its own).
+    max_seq: int = 512
+    prefill_chunk: int = 32
+    verify_width: int = 8
+
+    @property
+    def speculative(self) -> bool:
+        return self.draft is not None or self.draft_method == "prompt-lookup"
+
+
+def _programs(spec: RunnerSpec) -> tuple[Program, Program | None]:
+    needs_draft_file = spec.draft_method == "eagle3" and spec.draft is not None
+    if spec.reference:
+        from etspec.runtime.eager import eager_draft, eager_target
+
+        t = eager_target(
+            spec.target,
+            max_seq=spec.max_seq,
+            prefill_chunk=spec.prefill_chunk,
+            verify_width=spec.verify_width,
+            device=spec.device,
+        )
+        d = eager_draft(spec.draft, t, device=spec.device) if needs_draft_file else None
+        return t, d
+    if spec.device != "cpu":
+        raise EtspecError(
+            "a .pte runs on the backend it was exported for; --device applies to --reference"
+        )
+    if needs_draft_file:
+        assert spec.draft is not None
+        return load_pair(spec.target, spec.draft)
+    return PteProgram.load(spec.target, expect="target"), None
+
+
+def load_runners(spec: RunnerSpec) -> tuple[TextLLMRunner, TextLLMRunner | None]:
+    """(target-only runner, speculative runner or None); both share one target program."""
+    if spec.draft_method not in DRAFT_METHODS:
+        raise EtspecError(
+            f"unknown draft method {spec.draft_method!r}; choose {', '.join(DRAFT_METHODS)}"
+        )
+    if spec.draft_method == "prompt-lookup" and spec.draft is not None:
+        raise EtspecError("--draft-method prompt-lookup uses no draft file; drop --draft")
+    target, draft = _programs(spec)
+    base = TextLLMRunner(target, reference=spec.reference)
+    if not spec.speculative:
+        return base, None
+    from etspec.runtime.speculative.generator import SpeculativeTokenGenerator
+
+    meta = target.metadata
+    assert isinstance(meta, TargetMetadata)
+    runner: object
+    if draft is not None:
+        from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
+
+        runner = Eagle3DraftRunner(draft)
+    else:
+        from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner
+
+        runner = PromptLookupDraftRunner(meta.vocab_size)
+    gen = SpeculativeTokenGenerator(
+        runner,  # type: ignore[arg-type]
+        meta,
+        spec.num_spec_tokens,
+        spec.kv_strategy,
+    )
+    return base, TextLLMRunner(target, gen, base.tokenizer, reference=spec.reference)

@@ -1,0 +1,1 @@
+"""Speculative decoding: draft runners, draft trees, verifier, KV manager, token generator."""

@@ -1,0 +1,84 @@
+"""The method-neutral draft seam: anything that can propose tokens for the target to verify.
+
+The speculative loop only ever talks to a ``SpeculativeDraftRunner``: it never asks whether
+proposals come from an EAGLE head, an n-gram table or an MTP head, nor where that model lives.
+A runner declares the target hidden states it needs; the loop hands them over after prefill
+and after every verify, for exactly the tokens that were committed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import torch
+
+from etspec.contract import HiddenStateSpec, TargetMetadata
+from etspec.runtime.sampling import Sampler
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """Draft nodes ``1..M`` as a tree over the root (the last emitted token, node 0).
+
+    ``parents[i-1]`` is node i's parent, in ``[0, i)``; a chain has ``parents = [0, 1, ...]``.
+    ``probs[i-1]`` is the target-vocabulary distribution node i was drawn from (needed by
+    sampling verification; ``None`` for greedy proposals). ``calls`` counts model calls made.
+    """
+
+    tokens: list[int]
+    parents: list[int]
+    probs: torch.Tensor | None = None
+    calls: int = 0
+
+    @classmethod
+    def chain(cls, tokens: list[int], probs: torch.Tensor | None = None, calls: int = 0):  # type: ignore[no-untyped-def]
+        return cls(tokens, list(range(len(tokens))), probs, calls)
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """What one verify committed, as the draft must learn it.
+
+    ``tokens`` were written to the target's KV at positions ``position, position + 1, ...``:
+    the root followed by the accepted draft tokens. ``nodes`` are their rows in the verified
+    tree (root first). ``next_token`` is the correction or bonus token, emitted but not yet
+    in the target's KV. ``hidden`` holds the target states of ``tokens`` when requested.
+    """
+
+    position: int
+    tokens: list[int]
+    nodes: list[int]
+    next_token: int
+    hidden: torch.Tensor | None
+
+
+class SpeculativeDraftRunner(ABC):
+    """Proposes tokens; keeps its own state in step with the committed sequence."""
+
+    #: Target hidden states this runner reads (``None``: it needs none).
+    hidden_spec: HiddenStateSpec | None = None
+
+    def check_target(self, target: TargetMetadata) -> None:  # noqa: B027  # optional hook
+        """Reject a target this runner cannot work with (called before any generation)."""
+
+    @abstractmethod
+    def prefill(self, prompt: list[int], first_token: int, hidden: torch.Tensor | None) -> int:
+        """Start a sequence: the prompt (in the target KV), the first generated token (not
+        yet) and the prompt's target states. Returns the number of model calls made."""
+
+    @abstractmethod
+    def propose(self, max_tokens: int, sampler: Sampler) -> Proposal:
+        """Up to ``max_tokens`` draft nodes continuing the committed sequence."""
+
+    @abstractmethod
+    def accept(self, acceptance: Acceptance) -> int:
+        """Commit what the target accepted, roll back the rest; returns model calls made."""
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Forget the current sequence."""
+
+    def memory(self) -> dict[str, int]:
+        """Bytes the draft adds: weights and KV cache."""
+        return {}

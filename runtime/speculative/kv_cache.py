@@ -1,0 +1,121 @@
+"""SpecKVCacheManager: where verify writes, what the mask shows, what a step commits.
+
+The invariant (ExecuTorch EAGLE-3 RFC): committed target KV is valid through the last token
+written to it, i.e. slots ``[0, committed)`` hold exactly the KV of sequential decoding of
+``tokens[:committed]``; rejected entries are unreachable by the mask or never committed.
+
+``position-overwrite``: tree row i is written at slot ``committed + i``. Rows past the
+accepted path are left where they are; nothing attends to a slot ``>= committed`` except
+the rows of the current verify, and the next verify rewrites those slots before reading.
+When the accepted path is not contiguous (a tree branch) it is moved down with
+``target_commit``.
+
+``scratch-commit``: tree row i is written to scratch slot ``max_context + i``; no committed
+slot is touched by verify; ``target_commit`` copies the accepted rows to
+``[committed, committed + n]``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from etspec.contract import KV_STRATEGIES, MASK_MIN, TARGET_COMMIT, TargetMetadata
+from etspec.errors import EtspecError
+from etspec.runtime.program import Program
+from etspec.runtime.speculative.tree import DraftTree
+
+
+class KVInvariantError(EtspecError):
+    """The committed cache no longer matches the committed sequence (a runtime bug)."""
+
+
+def check_kv_strategy(meta: TargetMetadata, strategy: str) -> None:
+    if strategy not in KV_STRATEGIES:
+        raise EtspecError(
+            f"unknown KV strategy {strategy!r}; choose one of {', '.join(KV_STRATEGIES)}"
+        )
+    if strategy not in meta.kv_strategies.split(","):
+        raise EtspecError(
+            f"this target artifact does not support KV strategy {strategy!r} "
+            f"(it supports {meta.kv_strategies}); pick another --kv"
+        )
+
+
+class SpecKVCacheManager:
+    def __init__(
+        self, program: Program, strategy: str, committed: int, reference: bool = False
+    ) -> None:
+        meta = program.metadata
+        assert isinstance(meta, TargetMetadata)
+        check_kv_strategy(meta, strategy)
+        self.program = program
+        self.strategy = strategy
+        self.committed = committed
+        self.width = meta.verify_width
+        self.max_context = meta.max_context
+        self.cache_size = meta.cache_size
+        self._cols = torch.arange(meta.cache_size)
+        self._rows = torch.arange(meta.verify_width)
+        self._slots = torch.empty(0, dtype=torch.long)
+        # Reference mode checks the invariant after every step against the live cache.
+        tensors = getattr(program, "cache_tensors", None)
+        self._cache = tensors() if (reference and tensors is not None) else []
+        self._snapshot: list[torch.Tensor] = []
+
+    def verify_inputs(
+        self, tree: DraftTree
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(tokens[K], positions[K], slots[K], mask[K, S])`` for ``target_verify``."""
+        k, m1, c = self.width, tree.size + 1, self.committed
+        base = c if self.strategy == "position-overwrite" else self.max_context
+        slots = base + self._rows  # pad rows take the slots after the tree's, unread
+        positions = torch.empty(k, dtype=torch.long)
+        positions[:m1] = c + tree.depth
+        positions[m1:] = c + m1 + self._rows[: k - m1]
+        tokens = torch.zeros(k, dtype=torch.long)
+        tokens[:m1] = tree.tokens
+        mask = torch.full((k, self.cache_size), MASK_MIN)
+        mask[:m1, :c] = 0.0
+        node_slots = slots[:m1]
+        tree_cols = torch.where(tree.ancestors, 0.0, MASK_MIN)
+        mask[:m1].index_copy_(1, node_slots, tree_cols)
+        # A pad row sees only its own entry: finite, and never seen by a real row.
+        pad = self._rows[m1:]
+        mask[pad, slots[pad]] = 0.0
+        self._slots = slots
+        if self._cache:
+            self._snapshot = [t[:, :c].clone() for t in self._cache]
+        return tokens, positions, slots, mask
+
+    def commit(self, nodes: list[int]) -> int:
+        """Commit the accepted tree rows ``nodes`` (root first); returns commit calls made."""
+        c, n = self.committed, len(nodes)
+        src = self._slots[torch.tensor(nodes, dtype=torch.long)]
+        dst = c + self._rows[:n]
+        if self._cache:
+            self._check_untouched()
+            written = [t.index_select(1, src).clone() for t in self._cache]
+        calls = 0
+        if not torch.equal(src, dst):
+            # Unused rows copy a slot onto itself; distinct from every dst by construction.
+            full_src = self._slots.clone()
+            full_dst = self._slots.clone()
+            full_src[:n], full_dst[:n] = src, dst
+            self.program.run(TARGET_COMMIT, full_src, full_dst)
+            calls = 1
+        self.committed = c + n
+        if self._cache:
+            for t, w in zip(self._cache, written, strict=True):
+                if not torch.equal(t[:, c : c + n], w):
+                    raise KVInvariantError(
+                        f"commit of slots {src.tolist()} -> {dst.tolist()} did not land"
+                    )
+        return calls
+
+    def _check_untouched(self) -> None:
+        c = self._snapshot[0].shape[1] if self._snapshot else 0
+        for t, before in zip(self._cache, self._snapshot, strict=True):
+            if not torch.equal(t[:, :c], before):
+                raise KVInvariantError(
+                    f"verify modified committed KV slots below {c} ({self.strategy})"
+                )

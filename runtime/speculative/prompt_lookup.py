@@ -1,0 +1,58 @@
+"""PromptLookupDraftRunner: model-free drafting by n-gram lookup in the sequence so far.
+
+It proposes the tokens that followed the most recent earlier occurrence of the last n
+tokens (longest n first), as in prompt-lookup decoding. It reads no target state and holds
+no KV, which is the point: the speculative loop works unchanged over it.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from etspec.errors import EtspecError
+from etspec.runtime.sampling import Sampler
+from etspec.runtime.speculative.draft_runner import Acceptance, Proposal, SpeculativeDraftRunner
+
+
+class PromptLookupDraftRunner(SpeculativeDraftRunner):
+    hidden_spec = None
+
+    def __init__(self, vocab_size: int, max_ngram: int = 3, min_ngram: int = 1) -> None:
+        if not 1 <= min_ngram <= max_ngram:
+            raise EtspecError("prompt lookup needs 1 <= min_ngram <= max_ngram")
+        self.vocab_size = vocab_size
+        self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
+        self.history: list[int] = []
+
+    def reset(self) -> None:
+        self.history = []
+
+    def prefill(self, prompt: list[int], first_token: int, hidden: torch.Tensor | None) -> int:
+        self.history = [*prompt, first_token]
+        return 0
+
+    def accept(self, acceptance: Acceptance) -> int:
+        self.history.extend([*acceptance.tokens[1:], acceptance.next_token])
+        return 0
+
+    def _lookup(self, max_tokens: int) -> list[int]:
+        seq = torch.tensor(self.history, dtype=torch.long)
+        total = seq.numel()
+        for n in range(min(self.max_ngram, total - 1), self.min_ngram - 1, -1):
+            # Windows starting before the final n-gram itself; latest match wins.
+            windows = seq[: total - 1].unfold(0, n, 1)
+            hits = (windows == seq[total - n :]).all(-1).nonzero()
+            if hits.numel():
+                start = int(hits[-1]) + n
+                return seq[start : start + max_tokens].tolist()
+        return []
+
+    def propose(self, max_tokens: int, sampler: Sampler) -> Proposal:
+        tokens = self._lookup(max_tokens)
+        probs = None
+        if tokens and not sampler.greedy:
+            # A deterministic proposal is a draft distribution with all mass on one token.
+            probs = F.one_hot(torch.tensor(tokens), self.vocab_size).float()
+        return Proposal.chain(tokens, probs, 0)

@@ -1,0 +1,107 @@
+"""Verification: which draft tokens the target accepts, and the token it emits after them.
+
+Greedy: walk from the root; at each node take the child whose token equals the target's
+argmax there; the first miss emits the argmax (correction), a full path emits the argmax
+after the last accepted node (bonus). Every emitted token is the target's greedy token.
+
+Sampling (target-compatible rejection sampling, lossless): at a node with target
+distribution p, try its children x in order, each drawn from q; accept x with probability
+min(1, p(x)/q(x)); on rejection p <- normalize(max(p - q, 0)) and try the next child; when
+none is accepted, sample from p. A chain has one child per node, which is the classic
+speculative sampling of Leviathan et al. and Chen et al.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from etspec.runtime.sampling import Sampler
+from etspec.runtime.speculative.tree import DraftTree
+
+
+@dataclass(frozen=True)
+class Verdict:
+    nodes: list[int]  # accepted rows, root first
+    next_token: int  # correction or bonus token
+    row: int  # the tree row whose target distribution produced ``next_token``
+
+    @property
+    def accepted(self) -> int:
+        return len(self.nodes) - 1
+
+
+class Verifier:
+    """Greedy or sampling acceptance over a verified draft tree."""
+
+    def verify(
+        self,
+        tree: DraftTree,
+        logits: torch.Tensor,
+        sampler: Sampler,
+        draft_probs: torch.Tensor | None,
+        history: Sequence[int] = (),
+    ) -> Verdict:
+        """``logits[i]`` is the target's next-token logits after tree row i."""
+        logits = sampler.process(logits, history)
+        if sampler.greedy:
+            return self._greedy(tree, logits)
+        if draft_probs is None and tree.size:
+            raise ValueError("sampling verification needs the draft's probabilities")
+        return self._sample(tree, sampler.probs(logits), draft_probs, sampler)
+
+    def _greedy(self, tree: DraftTree, logits: torch.Tensor) -> Verdict:
+        best = logits.argmax(-1).tolist()  # the only host sync of a greedy step
+        tokens = tree.tokens.tolist()
+        children = _children(tree)
+        node, nodes = 0, [0]
+        while True:
+            nxt = next((c for c in children[node] if tokens[c] == best[node]), None)
+            if nxt is None:
+                return Verdict(nodes, best[node], node)
+            node = nxt
+            nodes.append(node)
+
+    def _sample(
+        self,
+        tree: DraftTree,
+        probs: torch.Tensor,
+        draft_probs: torch.Tensor | None,
+        sampler: Sampler,
+    ) -> Verdict:
+        tokens = tree.tokens.tolist()
+        children = _children(tree)
+        node, nodes = 0, [0]
+        while True:
+            p = probs[node]
+            accepted = None
+            for c in children[node]:
+                assert draft_probs is not None
+                q = draft_probs[c - 1]
+                x = tokens[c]
+                px, qx = float(p[x]), float(q[x])
+                if qx > 0 and sampler.uniform() < min(1.0, px / qx):
+                    accepted = c
+                    break
+                p = self.residual(p, q)
+            if accepted is None:
+                token = int(sampler.draw(p.reshape(1, -1))[0])
+                return Verdict(nodes, token, node)
+            node = accepted
+            nodes.append(node)
+
+    def residual(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """The distribution to sample after rejecting a token drawn from ``q``."""
+        r = (p - q).clamp_min(0.0)
+        total = r.sum()
+        # p == q leaves nothing (the draft was exact, so rejection had probability 0): keep p.
+        return r / total if total > 0 else p
+
+
+def _children(tree: DraftTree) -> list[list[int]]:
+    out: list[list[int]] = [[] for _ in range(tree.size + 1)]
+    for i, p in enumerate(tree.parents.tolist()[1:], start=1):
+        out[p].append(i)
+    return out

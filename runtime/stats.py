@@ -1,0 +1,122 @@
+"""Structured generation stats: calls, acceptance, per-stage time, memory.
+
+Field names are the JSON contract shared with ``etspec generate --json``, the benchmark
+harness and the C++ runner. ``tpc`` (tokens per target call) counts every token one verify
+emits, accepted drafts plus the correction or bonus token, so a draft that is never right
+still gives 1.0; ``accept_length`` (the seeds' accept_L) counts accepted draft tokens only.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+STAGES = ("prefill", "decode", "draft", "tensorize", "verify", "accept", "commit")
+
+
+def peak_rss_bytes() -> int:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss if sys.platform == "darwin" else rss * 1024
+
+
+@dataclass
+class GenerationStats:
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    prefill_calls: int = 0
+    decode_calls: int = 0
+    verify_calls: int = 0
+    draft_calls: int = 0
+    commit_calls: int = 0
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    # accept_pos[i]: verifies whose draft position i+1 was accepted; proposed_pos[i]: verifies
+    # that proposed a token at draft position i+1 (their ratio is the acceptance curve).
+    accept_pos: list[int] = field(default_factory=list)
+    proposed_pos: list[int] = field(default_factory=list)
+    stage_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    ttft_s: float = 0.0
+    total_s: float = 0.0
+    memory: dict[str, int] = field(default_factory=dict)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stage_s[name] += time.perf_counter() - t0
+
+    def record_verify(self, proposed: int, accepted: int) -> None:
+        """One verify call that checked ``proposed`` draft tokens and accepted ``accepted``."""
+        self.verify_calls += 1
+        self.drafted_tokens += proposed
+        self.accepted_tokens += accepted
+        while len(self.proposed_pos) < proposed:
+            self.proposed_pos.append(0)
+            self.accept_pos.append(0)
+        for i in range(proposed):
+            self.proposed_pos[i] += 1
+        for i in range(accepted):
+            self.accept_pos[i] += 1
+
+    @property
+    def rejected_tokens(self) -> int:
+        return self.drafted_tokens - self.accepted_tokens
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted_tokens / self.drafted_tokens if self.drafted_tokens else 0.0
+
+    @property
+    def accept_length(self) -> float:
+        return self.accepted_tokens / self.verify_calls if self.verify_calls else 0.0
+
+    @property
+    def tpc(self) -> float:
+        return self.accept_length + 1.0 if self.verify_calls else 0.0
+
+    @property
+    def decode_s(self) -> float:
+        """Time after the first token (what tokens/s and TPOT measure)."""
+        return max(self.total_s - self.ttft_s, 0.0)
+
+    @property
+    def tokens_per_s(self) -> float:
+        after_first = self.generated_tokens - 1
+        return after_first / self.decode_s if after_first > 0 and self.decode_s > 0 else 0.0
+
+    @property
+    def tpot_s(self) -> float:
+        after_first = self.generated_tokens - 1
+        return self.decode_s / after_first if after_first > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "generated_tokens": self.generated_tokens,
+            "prefill_calls": self.prefill_calls,
+            "decode_calls": self.decode_calls,
+            "verify_calls": self.verify_calls,
+            "draft_calls": self.draft_calls,
+            "commit_calls": self.commit_calls,
+            "drafted_tokens": self.drafted_tokens,
+            "accepted_tokens": self.accepted_tokens,
+            "rejected_tokens": self.rejected_tokens,
+            "acceptance_rate": self.acceptance_rate,
+            "accept_length": self.accept_length,
+            "tpc": self.tpc,
+            "accept_pos": list(self.accept_pos),
+            "proposed_pos": list(self.proposed_pos),
+            "stage_s": dict(self.stage_s),
+            "ttft_s": self.ttft_s,
+            "tpot_s": self.tpot_s,
+            "total_s": self.total_s,
+            "tokens_per_s": self.tokens_per_s,
+            "memory": dict(self.memory),
+        }
