@@ -257,7 +257,12 @@ def _wants_speculation(kw: dict[str, Any]) -> bool:
 @_runner_options
 @click.option("--prompt", default=None, help="Prompt text (needs a tokenizer in the target).")
 @click.option("--prompt-ids", default=None, help="Prompt token ids, e.g. 1,2,3.")
-@click.option("--max-new-tokens", default=128, show_default=True, type=int)
+@click.option(
+    "--max-new-tokens",
+    default=None,
+    type=int,
+    help="Tokens to generate [default: 128, or what the context still holds].",
+)
 @click.option("--temperature", default=0.0, show_default=True, type=float, help="0 is greedy.")
 @click.option("--top-k", default=0, show_default=True, type=int, help="0 disables.")
 @click.option("--top-p", default=1.0, show_default=True, type=float)
@@ -297,9 +302,13 @@ def generate(**kw: Any) -> None:
             click.echo(out, nl=False)
             sys.stdout.flush()
 
+    max_new = kw["max_new_tokens"]
+    if max_new is None:
+        room = runner.meta.max_context - len(runner.encode(prompt))
+        max_new = max(1, min(128, room))
     result = runner.generate(
         prompt,
-        kw["max_new_tokens"],
+        max_new,
         sampling,
         processors=processors,
         callback=stream,

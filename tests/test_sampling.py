@@ -1,0 +1,204 @@
+"""Speculative sampling is distributed exactly as target-only sampling (DESIGN invariant 4).
+
+Chi-square goodness-of-fit at significance 0.001 against the target's exact distribution,
+computed independently from the transformers model by enumerating every prefix (16-token
+vocabulary). A verifier with a deliberately wrong correction must fail the same test.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from helpers import pair_programs, runners
+
+from etspec.runtime.sampling import RepetitionPenalty, Sampler, SamplingConfig, SamplingError
+from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
+from etspec.runtime.speculative.tree import DraftTree
+from etspec.runtime.speculative.verifier import Verifier
+
+ALPHA = 0.001
+V = 16
+
+
+def chi_square_pvalue(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    """Pearson goodness of fit; cells expected < 5 are pooled into one."""
+    n = counts.sum()
+    expected = probs.double() * n
+    small = expected < 5
+    obs = torch.cat([counts[~small].double(), counts[small].double().sum().reshape(1)])
+    exp = torch.cat([expected[~small], expected[small].sum().reshape(1)])
+    keep = exp > 0
+    obs, exp = obs[keep], exp[keep]
+    stat = ((obs - exp) ** 2 / exp).sum()
+    df = obs.numel() - 1
+    return float(torch.special.gammaincc(torch.tensor(df / 2.0), stat / 2.0))
+
+
+class WrongCorrection(Verifier):
+    """Resamples from p itself after a rejection: the classic mistake, biased toward q's picks."""
+
+    def residual(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        return p
+
+
+# --- processing ---------------------------------------------------------------------------
+
+
+def test_top_k_top_p_match_an_independent_implementation() -> None:
+    logits = torch.randn(5, 50, generator=torch.Generator().manual_seed(0)) * 3
+    for t, k, p in [(1.0, 0, 1.0), (0.7, 10, 1.0), (1.3, 0, 0.8), (0.9, 7, 0.5), (1.0, 0, 1e-6)]:
+        got = Sampler(SamplingConfig(t, k, p)).probs(logits)
+        for row, probs in zip(logits, got, strict=True):
+            z = row.double() / t
+            order = z.argsort(descending=True).tolist()
+            keep = order[:k] if k else order
+            w = torch.softmax(z[keep], 0)
+            kept, mass = [], 0.0
+            for idx, pw in zip(keep, w.tolist(), strict=True):
+                if mass >= p:
+                    break
+                kept.append(idx)
+                mass += pw
+            want = torch.zeros_like(z)
+            want[kept] = torch.softmax(z[kept], 0)
+            torch.testing.assert_close(probs.double(), want, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "cfg, message",
+    [
+        (SamplingConfig(temperature=-1.0), "temperature"),
+        (SamplingConfig(temperature=float("nan")), "temperature"),
+        (SamplingConfig(temperature=1.0, top_p=0.0), "top-p"),
+        (SamplingConfig(temperature=1.0, top_p=1.5), "top-p"),
+        (SamplingConfig(temperature=1.0, top_k=-2), "top-k"),
+    ],
+)
+def test_invalid_settings_are_refused(cfg: SamplingConfig, message: str) -> None:
+    with pytest.raises(SamplingError, match=message):
+        Sampler(cfg)
+
+
+# --- the verifier alone -------------------------------------------------------------------
+
+
+def _verifier_samples(
+    verifier: Verifier, n: int, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """First emitted token of a 2-token chain, many times, over fixed p and q."""
+    g = torch.Generator().manual_seed(42)
+    p_logits = torch.randn(3, V, generator=g) * 1.5
+    q = torch.softmax(torch.randn(2, V, generator=g) * 1.5, -1)
+    sampler = Sampler(SamplingConfig(temperature=1.0, seed=seed))
+    p0 = sampler.probs(p_logits)[0]
+    counts = torch.zeros(V)
+    for _ in range(n):
+        d = sampler.draw(q)
+        tree = DraftTree.chain(0, d.tolist())
+        verdict = verifier.verify(tree, p_logits, sampler, q)
+        first = int(tree.tokens[verdict.nodes[1]]) if verdict.accepted else verdict.next_token
+        counts[first] += 1
+    return counts, p0
+
+
+def test_verifier_first_token_matches_target_distribution() -> None:
+    counts, p0 = _verifier_samples(Verifier(), 20_000)
+    assert chi_square_pvalue(counts, p0) > ALPHA
+
+
+def test_verifier_with_wrong_correction_fails_the_test() -> None:
+    counts, p0 = _verifier_samples(WrongCorrection(), 20_000)
+    assert chi_square_pvalue(counts, p0) < ALPHA
+
+
+# --- end to end on the .pte pair ----------------------------------------------------------
+
+PROMPT = [1, 5, 3, 7]
+TEMPERATURE = 0.9
+SAMPLES = 20_000
+
+
+@pytest.fixture(scope="module")
+def exact_marginals(artifacts):  # type: ignore[no-untyped-def]
+    """Exact distribution of generated tokens 2 and 3 from transformers, by enumeration."""
+    hf = artifacts.small_draft().target.hf
+
+    @torch.no_grad()
+    def next_probs(prefixes: list[list[int]]) -> torch.Tensor:
+        ids = torch.tensor([[*PROMPT, *p] for p in prefixes])
+        return torch.softmax(hf(ids).logits[:, -1].double() / TEMPERATURE, -1)
+
+    p1 = next_probs([[]])[0]
+    p2_given = next_probs([[a] for a in range(V)])  # [V, V]
+    pairs = list(itertools.product(range(V), repeat=2))
+    p3_given = next_probs([list(ab) for ab in pairs]).view(V, V, V)
+    joint12 = p1[:, None] * p2_given
+    return joint12.sum(0), (joint12[:, :, None] * p3_given).sum((0, 1))
+
+
+def _speculative_counts(artifacts, verifier: Verifier, n: int):  # type: ignore[no-untyped-def]
+    from etspec.runtime.speculative.generator import SpeculativeTokenGenerator
+
+    target, draft = pair_programs(artifacts.small_draft(), "pte")
+    _, spec = runners(target, Eagle3DraftRunner(draft), 2, "position-overwrite")
+    gen = spec.generator
+    assert isinstance(gen, SpeculativeTokenGenerator)
+    gen.verifier = verifier
+    c2, c3 = torch.zeros(V), torch.zeros(V)
+    accepted = 0
+    for seed in range(n):
+        out = spec.generate(PROMPT, 3, SamplingConfig(TEMPERATURE, seed=seed), ignore_eos=True)
+        c2[out.token_ids[1]] += 1
+        c3[out.token_ids[2]] += 1
+        accepted += out.stats.accepted_tokens
+    assert accepted > n // 10  # the draft is right often enough for acceptance to matter
+    return c2, c3
+
+
+def test_speculative_sampling_matches_target_distribution(artifacts, exact_marginals) -> None:  # type: ignore[no-untyped-def]
+    p2, p3 = exact_marginals
+    c2, c3 = _speculative_counts(artifacts, Verifier(), SAMPLES)
+    assert chi_square_pvalue(c2, p2) > ALPHA
+    assert chi_square_pvalue(c3, p3) > ALPHA
+
+
+def test_wrong_correction_fails_end_to_end(artifacts, exact_marginals) -> None:  # type: ignore[no-untyped-def]
+    p2, _ = exact_marginals
+    c2, _ = _speculative_counts(artifacts, WrongCorrection(), 5_000)
+    assert chi_square_pvalue(c2, p2) < ALPHA
+
+
+def test_target_only_sampling_matches_target_distribution(artifacts, exact_marginals) -> None:  # type: ignore[no-untyped-def]
+    """The baseline the speculative path is held to, on the same test (fewer samples)."""
+    p2, _ = exact_marginals
+    target, _ = pair_programs(artifacts.small_draft(), "pte")
+    base, _ = runners(target)
+    c2 = torch.zeros(V)
+    for seed in range(5_000):
+        out = base.generate(PROMPT, 2, SamplingConfig(TEMPERATURE, seed=seed), ignore_eos=True)
+        c2[out.token_ids[1]] += 1
+    assert chi_square_pvalue(c2, p2) > ALPHA
+
+
+def test_same_seed_same_tokens(artifacts) -> None:  # type: ignore[no-untyped-def]
+    target, draft = pair_programs(artifacts.small_draft(), "pte")
+    _, spec = runners(target, Eagle3DraftRunner(draft), 3)
+    cfg = SamplingConfig(1.0, top_k=8, top_p=0.9, seed=7)
+    a = spec.generate(PROMPT, 20, cfg, ignore_eos=True).token_ids
+    b = spec.generate(PROMPT, 20, cfg, ignore_eos=True).token_ids
+    c = spec.generate(PROMPT, 20, SamplingConfig(1.0, 8, 0.9, seed=8), ignore_eos=True).token_ids
+    assert a == b and a != c
+
+
+def test_unreplayable_processor_is_refused_by_speculation_only(artifacts) -> None:  # type: ignore[no-untyped-def]
+    target, draft = pair_programs(artifacts.small_draft(), "pte")
+    base, spec = runners(target, Eagle3DraftRunner(draft), 3)
+    before = spec.generate(PROMPT, 10).token_ids
+    with pytest.raises(SamplingError, match="cannot be replayed across a speculative window"):
+        spec.generate(PROMPT, 10, processors=[RepetitionPenalty(1.3)])
+    assert spec.generate(PROMPT, 10).token_ids == before  # still usable, nothing corrupted
+    plain = base.generate(PROMPT, 10, ignore_eos=True).token_ids
+    penalized = base.generate(PROMPT, 10, processors=[RepetitionPenalty(5.0)], ignore_eos=True)
+    assert penalized.token_ids != plain
