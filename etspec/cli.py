@@ -249,10 +249,6 @@ def _spec(kw: dict[str, Any]) -> Any:
     )
 
 
-def _wants_speculation(kw: dict[str, Any]) -> bool:
-    return kw["draft"] is not None or kw["draft_method"] == "prompt-lookup"
-
-
 @main.command()
 @_runner_options
 @click.option("--prompt", default=None, help="Prompt text (needs a tokenizer in the target).")
@@ -350,9 +346,10 @@ def validate(**kw: Any) -> None:
     from etspec.runtime.validate import ValidationReport, default_prompts, read_prompts
     from etspec.runtime.validate import validate as run_validation
 
-    if not _wants_speculation(kw):
+    spec = _spec(kw)
+    if not spec.speculative:
         raise EtspecError("validate compares speculative with target-only: give --draft")
-    base, speculative = load_runners(_spec(kw))
+    base, speculative = load_runners(spec)
     assert speculative is not None
     prompts = read_prompts(kw["prompts_file"]) if kw["prompts_file"] else default_prompts(base)
     report = ValidationReport()

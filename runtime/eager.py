@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from etspec.artifact import sha256_hex
 from etspec.contract import DRAFT_D2T, TOKENIZER_JSON, HiddenStateSpec, TargetMetadata, check_pair
 from etspec.errors import EtspecError
 from etspec.models.checkpoint import read_tokenizer_json
@@ -38,12 +39,6 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _sha(data: bytes | None) -> str:
-    import hashlib
-
-    return hashlib.sha256(data).hexdigest() if data else ""
-
-
 def eager_target(
     checkpoint: str | Path,
     *,
@@ -64,7 +59,7 @@ def eager_target(
         verify_width=verify_width,
         dtype="fp32",
         backend="eager",
-        tokenizer_sha256=_sha(tokenizer),
+        tokenizer_sha256=sha256_hex(tokenizer),
     )
     methods = {k: v[0] for k, v in target_methods(model, prefill_chunk, verify_width).items()}
     constants = {TOKENIZER_JSON: tokenizer} if tokenizer is not None else {}

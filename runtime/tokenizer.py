@@ -24,13 +24,6 @@ class Tokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=True)
 
-    def is_special(self, token_id: int) -> bool:
-        return self._tok.id_to_token(token_id) in self._special
-
-    @property
-    def _special(self) -> set[str]:
-        return {t.content for t in self._tok.get_added_tokens_decoder().values() if t.special}
-
 
 class StreamDecoder:
     """Turns a growing list of ids into text pieces for streaming.

@@ -90,9 +90,6 @@ EXPORT_OPTIONS: dict[str, TargetExportOptions] = {
     ),
 }
 
-#: The EAGLE-3 draft of ``llama_small_vocab`` (12 of its 16 tokens in the draft vocabulary).
-SMALL_VOCAB_DRAFT = None  # set below, after Eagle3Spec
-
 
 def hf_config(name: str, **overrides: Any) -> Any:
     from transformers import AutoConfig
@@ -184,6 +181,7 @@ def make_eagle3_checkpoint(out: Path, spec: Eagle3Spec, seed: int = 0) -> dict[s
     return state
 
 
+#: The EAGLE-3 draft of ``llama_small_vocab`` (12 of its 16 tokens in the draft vocabulary).
 SMALL_VOCAB_DRAFT = Eagle3Spec(
     target_vocab=16,
     draft_vocab=12,

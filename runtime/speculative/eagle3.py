@@ -23,6 +23,7 @@ from etspec.contract import (
     TargetMetadata,
 )
 from etspec.errors import EtspecError
+from etspec.models.layers import causal_mask
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
 from etspec.runtime.speculative.draft_runner import Acceptance, Proposal, SpeculativeDraftRunner
@@ -40,7 +41,6 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         d2t = torch.as_tensor(d2t, dtype=torch.long)
         # Draft id i is target id i + d2t[i].
         self.target_ids = torch.arange(meta.draft_vocab_size) + d2t
-        self._cols = torch.arange(meta.cache_size)
         self._step_rows = torch.arange(meta.step_width)
         self._extend_rows = torch.arange(meta.extend_width)
         self._logits = torch.empty(0)
@@ -65,7 +65,7 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         self._pos = 0
 
     def _causal(self, positions: torch.Tensor) -> torch.Tensor:
-        return torch.where(self._cols[None, :] <= positions[:, None], 0.0, MASK_MIN)
+        return causal_mask(positions, self.meta.cache_size, MASK_MIN)
 
     def prefill(self, prompt: list[int], first_token: int, hidden: torch.Tensor | None) -> int:
         assert hidden is not None

@@ -6,7 +6,11 @@ from etspec.contract import TARGET_VERIFY, TargetMetadata
 from etspec.errors import EtspecError
 from etspec.runtime.generator import GenerationContext, TokenSink
 from etspec.runtime.sampling import Sampler, check_replayable
-from etspec.runtime.speculative.draft_runner import Acceptance, SpeculativeDraftRunner
+from etspec.runtime.speculative.draft_runner import (
+    Acceptance,
+    Proposal,
+    SpeculativeDraftRunner,
+)
 from etspec.runtime.speculative.kv_cache import SpecKVCacheManager, check_kv_strategy
 from etspec.runtime.speculative.tree import DraftTree
 from etspec.runtime.speculative.verifier import Verifier
@@ -70,12 +74,10 @@ class SpeculativeTokenGenerator:
             # Never draft past the budget: a step emits accepted drafts + one token.
             budget = min(self.num_spec_tokens, sink.remaining - 1)
             with stats.stage("draft"):
-                proposal = draft.propose(budget, sampler) if budget > 0 else None
-            tokens = proposal.tokens if proposal else []
-            parents = proposal.parents if proposal else []
-            stats.draft_calls += proposal.calls if proposal else 0
+                proposal = draft.propose(budget, sampler) if budget > 0 else Proposal([], [])
+            stats.draft_calls += proposal.calls
             with stats.stage("tensorize"):
-                tree = DraftTree.build(root, tokens, parents)
+                tree = DraftTree.build(root, proposal.tokens, proposal.parents)
                 inputs = kv.verify_inputs(tree)
             position = kv.committed
             with stats.stage("verify"):
@@ -85,7 +87,7 @@ class SpeculativeTokenGenerator:
                     tree,
                     logits[: tree.size + 1],
                     sampler,
-                    proposal.probs if proposal else None,
+                    proposal.probs,
                     sink.history,
                 )
             with stats.stage("commit"):

@@ -54,7 +54,6 @@ class SpecKVCacheManager:
         self.width = meta.verify_width
         self.max_context = meta.max_context
         self.cache_size = meta.cache_size
-        self._cols = torch.arange(meta.cache_size)
         self._rows = torch.arange(meta.verify_width)
         self._slots = torch.empty(0, dtype=torch.long)
         # Reference mode checks the invariant after every step against the live cache.
