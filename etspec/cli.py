@@ -82,7 +82,12 @@ _force = click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exis
 @_dtype
 @click.option("--max-seq", default=512, show_default=True, help="Maximum context (tokens).")
 @click.option("--prefill-chunk", default=32, show_default=True, help="Compiled prefill width.")
-@click.option("--verify-width", default=8, show_default=True, help="Compiled verify width K.")
+@click.option(
+    "--verify-width",
+    default="4,8,16",
+    show_default=True,
+    help="Compiled verify widths (one target_verify method each; the widest bounds trees).",
+)
 @click.option(
     "--hidden-layers",
     default=None,
@@ -97,7 +102,7 @@ def export_target_cmd(
     dtype: str,
     max_seq: int,
     prefill_chunk: int,
-    verify_width: int,
+    verify_width: str,
     hidden_layers: str | None,
     force: bool,
 ) -> None:
@@ -109,7 +114,8 @@ def export_target_cmd(
         dtype=dtype,
         max_seq=max_seq,
         prefill_chunk=prefill_chunk,
-        verify_width=verify_width,
+        verify_width=max(_widths(verify_width)),
+        narrow_verify_widths=_widths(verify_width),
         hidden_layers=_parse_layers(hidden_layers),
     )
     meta = export_target(checkpoint_dir, output, opts, force=force)
@@ -129,6 +135,12 @@ def export_target_cmd(
 @_backend
 @_dtype
 @click.option("--step-width", default=4, show_default=True, help="Nodes drafted per call.")
+@click.option(
+    "--scratch",
+    default=64,
+    show_default=True,
+    help="Draft cache slots for tree nodes (a dynamic tree feeds depth x topk).",
+)
 @_force
 @user_errors
 def export_draft_cmd(
@@ -139,12 +151,13 @@ def export_draft_cmd(
     backend: str,
     dtype: str,
     step_width: int,
+    scratch: int,
     force: bool,
 ) -> None:
     """Export an EAGLE-3 draft checkpoint folder to a draft .pte for TARGET."""
     from etspec.export.export_draft import DraftExportOptions, export_draft
 
-    opts = DraftExportOptions(backend=backend, dtype=dtype, step_width=step_width)
+    opts = DraftExportOptions(backend=backend, dtype=dtype, step_width=step_width, scratch=scratch)
     meta = export_draft(draft_dir, target_pte, output, opts, target_checkpoint, force=force)
     click.echo(f"wrote {output} (eagle3, draft vocab {meta.draft_vocab_size}, {backend}/{dtype})")
 
@@ -209,7 +222,45 @@ def _runner_options(fn: F) -> F:
             show_default=True,
             help="prompt-lookup drafts by n-gram lookup and needs no --draft.",
         ),
-        click.option("--num-spec-tokens", default=3, show_default=True, type=int),
+        click.option(
+            "--tree",
+            "tree_mode",
+            type=click.Choice(["chain", "static", "dynamic", "auto"]),
+            default="auto",
+            show_default=True,
+            help="Proposal shape; auto picks one from measured costs and acceptance.",
+        ),
+        click.option(
+            "--num-spec-tokens", default=3, show_default=True, type=int, help="Chain length."
+        ),
+        click.option(
+            "--static-tree",
+            default=None,
+            help="Static tree: D3xBF2 (full), N8 (pruned to 8 nodes) or JSON rank paths.",
+        ),
+        click.option(
+            "--depth",
+            default=None,
+            type=int,
+            help="Dynamic tree expansion passes (EAGLE's depth; trees are depth+1 deep).",
+        ),
+        click.option(
+            "--num-steps",
+            default=None,
+            type=int,
+            help="Dynamic tree height (SGLang's num_steps; same as --depth N-1).",
+        ),
+        click.option(
+            "--topk", "--top-k-draft", default=None, type=int, help="Dynamic tree branching."
+        ),
+        click.option(
+            "--total-tokens",
+            "--num-draft-tokens",
+            "total_tokens",
+            default=None,
+            type=int,
+            help="Dynamic tree size incl. the root (EAGLE total_token, SGLang num_draft_tokens).",
+        ),
         click.option(
             "--kv",
             "kv_strategy",
@@ -226,26 +277,55 @@ def _runner_options(fn: F) -> F:
             "--device", default="cpu", show_default=True, help="Reference mode: cpu, cuda, npu."
         ),
         click.option("--max-seq", default=512, show_default=True, help="Reference mode context."),
-        click.option("--verify-width", default=8, show_default=True, help="Reference mode K."),
+        click.option(
+            "--verify-width",
+            default="4,8",
+            show_default=True,
+            help="Reference mode verify widths (comma-separated).",
+        ),
     ]
     for opt in reversed(options):
         fn = opt(fn)
     return fn
 
 
+def _widths(value: str) -> tuple[int, ...]:
+    try:
+        widths = tuple(sorted({int(v) for v in str(value).split(",") if v.strip()}))
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated widths, got {value!r}") from None
+    if not widths or min(widths) < 1:
+        raise click.BadParameter(f"verify widths must be positive, got {value!r}")
+    return widths
+
+
 def _spec(kw: dict[str, Any]) -> Any:
     from etspec.runtime.loading import RunnerSpec
+    from etspec.runtime.speculative.dispatcher import TreeSettings
 
+    depth = kw["depth"]
+    if kw["num_steps"] is not None:
+        if depth is not None:
+            raise EtspecError("give --depth or --num-steps, not both (num_steps = depth + 1)")
+        depth = kw["num_steps"] - 1
+    tree = TreeSettings(
+        mode=kw["tree_mode"],
+        num_spec_tokens=kw["num_spec_tokens"],
+        static_tree=kw["static_tree"],
+        depth=depth,
+        topk=kw["topk"],
+        total_tokens=kw["total_tokens"],
+    )
     return RunnerSpec(
         target=kw["target"],
         draft=kw["draft"],
         draft_method=kw["draft_method"],
-        num_spec_tokens=kw["num_spec_tokens"],
+        tree=tree,
         kv_strategy=kw["kv_strategy"],
         reference=kw["reference"],
         device=kw["device"],
         max_seq=kw["max_seq"],
-        verify_width=kw["verify_width"],
+        verify_widths=_widths(kw["verify_width"]),
     )
 
 
@@ -324,6 +404,8 @@ def generate(**kw: Any) -> None:
             f"; acceptance {st.acceptance_rate:.1%} ({st.accepted_tokens}/{st.drafted_tokens}),"
             f" TPC {st.tpc:.2f}, verify calls {st.verify_calls}, draft calls {st.draft_calls}"
         )
+        shapes = sorted(st.shape_steps.items(), key=lambda kv: -kv[1])
+        line += "; trees " + ", ".join(f"{name} x{n}" for name, n in shapes)
     click.echo(line + "]", err=True)
 
 

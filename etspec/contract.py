@@ -31,6 +31,12 @@ TARGET_COMMIT = "target_commit"
 TARGET_RESET = "target_reset"
 TARGET_METHODS = (TARGET_PREFILL, TARGET_DECODE, TARGET_VERIFY, TARGET_COMMIT, TARGET_RESET)
 
+
+def verify_method_name(width: int, widest: int) -> str:
+    """``target_verify`` is the widest verify method; narrower ones are ``target_verify_<K>``."""
+    return TARGET_VERIFY if width == widest else f"{TARGET_VERIFY}_{width}"
+
+
 # Method names of an EAGLE-3 draft program.
 DRAFT_PREFILL = "draft_prefill"
 DRAFT_EXTEND = "draft_extend"
@@ -144,7 +150,8 @@ class TargetMetadata(_Metadata):
     max_context: int
     cache_size: int
     prefill_chunk: int
-    verify_width: int
+    verify_width: int  # the widest verify method, ``target_verify``
+    verify_widths: tuple[int, ...]  # every compiled verify width, ascending
     hidden_state_point: str
     hidden_state_layers: tuple[int, ...]
     bos_token_id: int
@@ -158,6 +165,19 @@ class TargetMetadata(_Metadata):
     @property
     def hidden_state_width(self) -> int:
         return self.hidden_size * len(self.hidden_state_layers)
+
+    def verify_method(self, width: int) -> str:
+        """The method verifying ``width`` rows (one of ``verify_widths``)."""
+        return verify_method_name(width, self.verify_width)
+
+    def verify_width_for(self, rows: int) -> int:
+        """The narrowest compiled verify width that holds ``rows`` rows."""
+        for width in self.verify_widths:
+            if width >= rows:
+                return width
+        raise ArtifactError(
+            f"{rows} verify rows exceed the widest compiled verify width {self.verify_width}"
+        )
 
 
 @dataclass(frozen=True)

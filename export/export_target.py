@@ -34,8 +34,13 @@ class TargetExportOptions:
     dtype: str = "fp32"
     max_seq: int = 512
     prefill_chunk: int = 32
-    verify_width: int = 8
+    verify_width: int = 8  # the widest verify method
+    narrow_verify_widths: tuple[int, ...] = ()  # more verify methods, for small trees
     hidden_layers: tuple[int, ...] | None = None  # default: EAGLE-3's (2, L//2, L-3)
+
+    @property
+    def verify_widths(self) -> tuple[int, ...]:
+        return tuple(sorted({*self.narrow_verify_widths, self.verify_width}))
 
     def check(self) -> None:
         check_options(self.backend, self.dtype)
@@ -44,6 +49,10 @@ class TargetExportOptions:
                 raise ExportError(f"--{name.replace('_', '-')} must be at least 1")
         if self.prefill_chunk > self.max_seq or self.verify_width > self.max_seq:
             raise ExportError("--prefill-chunk and --verify-width must not exceed --max-seq")
+        if any(not 1 <= w <= self.verify_width for w in self.narrow_verify_widths):
+            raise ExportError(
+                f"verify widths {list(self.verify_widths)} must be between 1 and the widest"
+            )
 
 
 def build_target(checkpoint: str | Path, opts: TargetExportOptions) -> LlamaTarget:
@@ -70,7 +79,7 @@ def target_metadata(
 ) -> TargetMetadata:
     return model.metadata(
         prefill_chunk=opts.prefill_chunk,
-        verify_width=opts.verify_width,
+        verify_widths=opts.verify_widths,
         dtype=opts.dtype,
         backend=opts.backend,
         tokenizer_sha256=sha256_hex(tokenizer),
@@ -95,7 +104,7 @@ def export_target(
     if tokenizer is not None:
         constants[TOKENIZER_JSON] = as_uint8(tokenizer)
     data = lower(
-        target_methods(model, opts.prefill_chunk, opts.verify_width),
+        target_methods(model, opts.prefill_chunk, opts.verify_widths),
         constants,
         opts.backend,
         desc=f"export target -> {out.name}",

@@ -21,7 +21,7 @@ from etspec.contract import (
     TARGET_DECODE,
     TARGET_PREFILL,
     TARGET_RESET,
-    TARGET_VERIFY,
+    verify_method_name,
 )
 from etspec.models.eagle3 import Eagle3Draft
 from etspec.models.layers import causal_mask
@@ -110,10 +110,28 @@ class CacheReset(nn.Module):
 
 
 def target_methods(
-    model: LlamaTarget, prefill_chunk: int, verify_width: int
+    model: LlamaTarget, prefill_chunk: int, verify_widths: tuple[int, ...]
 ) -> dict[str, tuple[nn.Module, Example]]:
-    """Method name -> (wrapper, example inputs with the compiled static shapes)."""
-    s, k, n = model.cache_size, verify_width, prefill_chunk
+    """Method name -> (wrapper, example inputs with the compiled static shapes).
+
+    One verify method per width: verify cost grows with width, so a small tree runs the
+    narrowest method that holds it (the widest is ``target_verify``, the others
+    ``target_verify_<K>``).
+    """
+    s, n = model.cache_size, prefill_chunk
+    k = max(verify_widths)
+    verify = {
+        verify_method_name(w, k): (
+            TargetVerify(model),
+            (
+                torch.zeros(w, dtype=torch.long),
+                torch.arange(w),
+                torch.arange(w),
+                torch.zeros(w, s),
+            ),
+        )
+        for w in sorted(set(verify_widths))
+    }
     return {
         TARGET_PREFILL: (
             TargetPrefill(model),
@@ -123,15 +141,7 @@ def target_methods(
             TargetDecode(model),
             (torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long)),
         ),
-        TARGET_VERIFY: (
-            TargetVerify(model),
-            (
-                torch.zeros(k, dtype=torch.long),
-                torch.arange(k),
-                torch.arange(k),
-                torch.zeros(k, s),
-            ),
-        ),
+        **verify,
         TARGET_COMMIT: (CacheCommit(model), (torch.arange(k), torch.arange(k))),
         TARGET_RESET: (CacheReset(model), ()),
     }

@@ -45,10 +45,12 @@ def eager_target(
     max_seq: int = 512,
     prefill_chunk: int = 32,
     verify_width: int = 8,
+    narrow_verify_widths: tuple[int, ...] = (),
     hidden_layers: tuple[int, ...] | None = None,
     device: str = "cpu",
 ) -> EagerProgram:
     """The target's methods in torch, with the static shapes an export would compile."""
+    widths = tuple(sorted({*narrow_verify_widths, verify_width}))
     dev = resolve_device(device)
     spec = HiddenStateSpec("layer_input", tuple(hidden_layers)) if hidden_layers else None
     scratch = max(verify_width, prefill_chunk)
@@ -56,12 +58,12 @@ def eager_target(
     tokenizer = read_tokenizer_json(checkpoint)
     meta = model.metadata(
         prefill_chunk=prefill_chunk,
-        verify_width=verify_width,
+        verify_widths=widths,
         dtype="fp32",
         backend="eager",
         tokenizer_sha256=sha256_hex(tokenizer),
     )
-    methods = {k: v[0] for k, v in target_methods(model, prefill_chunk, verify_width).items()}
+    methods = {k: v[0] for k, v in target_methods(model, prefill_chunk, widths).items()}
     constants = {TOKENIZER_JSON: tokenizer} if tokenizer is not None else {}
     prog = EagerProgram(methods, meta, constants, dev)
     prog.model = model

@@ -3,13 +3,15 @@ folders run in torch (reference mode). Shared by the CLI, scripts and tests."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from etspec.contract import TargetMetadata
 from etspec.errors import EtspecError
 from etspec.runtime.program import Program, PteProgram, load_pair
 from etspec.runtime.runner import TextLLMRunner
+from etspec.runtime.speculative.dispatcher import StepCosts, TreeSettings, measure_costs
+from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 
 DRAFT_METHODS = ("eagle3", "prompt-lookup")
 
@@ -19,14 +21,14 @@ class RunnerSpec:
     target: Path
     draft: Path | None = None
     draft_method: str = "eagle3"
-    num_spec_tokens: int = 3
+    tree: TreeSettings = field(default_factory=TreeSettings)
     kv_strategy: str = "position-overwrite"
     reference: bool = False  # target/draft are checkpoint folders run eagerly
     device: str = "cpu"
     # Static shapes of reference-mode programs (a .pte carries its own).
     max_seq: int = 512
     prefill_chunk: int = 32
-    verify_width: int = 8
+    verify_widths: tuple[int, ...] = (4, 8)
 
     @property
     def speculative(self) -> bool:
@@ -42,7 +44,8 @@ def _programs(spec: RunnerSpec) -> tuple[Program, Program | None]:
             spec.target,
             max_seq=spec.max_seq,
             prefill_chunk=spec.prefill_chunk,
-            verify_width=spec.verify_width,
+            verify_width=max(spec.verify_widths),
+            narrow_verify_widths=spec.verify_widths,
             device=spec.device,
         )
         d = eager_draft(spec.draft, t, device=spec.device) if needs_draft_file else None
@@ -73,7 +76,7 @@ def load_runners(spec: RunnerSpec) -> tuple[TextLLMRunner, TextLLMRunner | None]
 
     meta = target.metadata
     assert isinstance(meta, TargetMetadata)
-    runner: object
+    runner: SpeculativeDraftRunner
     if draft is not None:
         from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 
@@ -82,10 +85,10 @@ def load_runners(spec: RunnerSpec) -> tuple[TextLLMRunner, TextLLMRunner | None]
         from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner
 
         runner = PromptLookupDraftRunner(meta.vocab_size)
-    gen = SpeculativeTokenGenerator(
-        runner,  # type: ignore[arg-type]
-        meta,
-        spec.num_spec_tokens,
-        spec.kv_strategy,
-    )
+
+    def calibrate() -> StepCosts:
+        return measure_costs(target, draft)
+
+    policy = spec.tree.policy(meta, runner.branching, calibrate)
+    gen = SpeculativeTokenGenerator(runner, meta, policy, spec.kv_strategy)
     return base, TextLLMRunner(target, gen, base.tokenizer, reference=spec.reference)

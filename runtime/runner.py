@@ -131,16 +131,22 @@ class TextLLMRunner:
         target: str | Path,
         draft: str | Path | None = None,
         *,
+        tree: str = "auto",
         num_spec_tokens: int = 3,
         kv_strategy: str = "position-overwrite",
     ) -> TextLLMRunner:
-        """Load a target ``.pte`` (and, for speculation, its EAGLE-3 draft ``.pte``)."""
+        """Load a target ``.pte`` (and, for speculation, its EAGLE-3 draft ``.pte``).
+
+        ``tree`` is ``chain`` (``num_spec_tokens`` long), ``static``, ``dynamic`` or
+        ``auto`` (the budget dispatcher); ``RunnerSpec``/``TreeSettings`` take every option.
+        """
         from etspec.runtime.loading import RunnerSpec, load_runners
+        from etspec.runtime.speculative.dispatcher import TreeSettings
 
         spec = RunnerSpec(
             Path(target),
             Path(draft) if draft is not None else None,
-            num_spec_tokens=num_spec_tokens,
+            tree=TreeSettings(tree, num_spec_tokens),
             kv_strategy=kv_strategy,
         )
         base, speculative = load_runners(spec)

@@ -36,9 +36,12 @@ class GenerationStats:
     drafted_tokens: int = 0
     accepted_tokens: int = 0
     # accept_pos[i]: verifies whose draft position i+1 was accepted; proposed_pos[i]: verifies
-    # that proposed a token at draft position i+1 (their ratio is the acceptance curve).
+    # that proposed a token at draft position i+1, i.e. a tree at least i+1 levels deep
+    # (their ratio is the acceptance curve).
     accept_pos: list[int] = field(default_factory=list)
     proposed_pos: list[int] = field(default_factory=list)
+    # Verify steps per tree shape (what ``--tree auto`` chose).
+    shape_steps: dict[str, int] = field(default_factory=dict)
     stage_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     ttft_s: float = 0.0
     total_s: float = 0.0
@@ -52,15 +55,21 @@ class GenerationStats:
         finally:
             self.stage_s[name] += time.perf_counter() - t0
 
-    def record_verify(self, proposed: int, accepted: int) -> None:
-        """One verify call that checked ``proposed`` draft tokens and accepted ``accepted``."""
+    def record_verify(
+        self, proposed: int, accepted: int, height: int | None = None, shape: str = ""
+    ) -> None:
+        """One verify call that checked ``proposed`` draft tokens in a tree ``height``
+        levels deep (a chain: ``proposed``) and accepted ``accepted`` of them."""
+        height = proposed if height is None else height
         self.verify_calls += 1
         self.drafted_tokens += proposed
         self.accepted_tokens += accepted
-        while len(self.proposed_pos) < proposed:
+        if shape:
+            self.shape_steps[shape] = self.shape_steps.get(shape, 0) + 1
+        while len(self.proposed_pos) < height:
             self.proposed_pos.append(0)
             self.accept_pos.append(0)
-        for i in range(proposed):
+        for i in range(height):
             self.proposed_pos[i] += 1
         for i in range(accepted):
             self.accept_pos[i] += 1
@@ -113,6 +122,7 @@ class GenerationStats:
             "tpc": self.tpc,
             "accept_pos": list(self.accept_pos),
             "proposed_pos": list(self.proposed_pos),
+            "shape_steps": dict(self.shape_steps),
             "stage_s": dict(self.stage_s),
             "ttft_s": self.ttft_s,
             "tpot_s": self.tpot_s,

@@ -46,11 +46,12 @@ class Artifacts:
         self._targets: dict[str, TargetCase] = {}
         self._draft: DraftCase | None = None
         self._small_draft: DraftCase | None = None
+        self._tree_draft: DraftCase | None = None
 
     def target(self, name: str) -> TargetCase:
         if name not in self._targets:
             ckpt = self.root / name
-            hf = make_hf_target(name, ckpt)
+            hf = make_hf_target(name, ckpt, config=TREE_CONFIG_OF.get(name, name))
             if name == "mistral_tied":  # one target carries a tokenizer, as real ones do
                 write_tokenizer(ckpt, TARGET_CONFIGS[name]["vocab_size"])
             pte = self.root / f"{name}.pte"
@@ -78,6 +79,21 @@ class Artifacts:
             export_draft(ckpt, target.pte, pte, DraftExportOptions(backend="xnnpack", step_width=1))
             self._small_draft = DraftCase(ckpt, pte, target, state)
         return self._small_draft
+
+    def tree_draft(self) -> DraftCase:
+        """The 16-token pair compiled for trees: verify widths 16 and 72, draft step width 4."""
+        if self._tree_draft is None:
+            target = self.target("llama_tree")
+            ckpt = self.root / "eagle3_tree"
+            state = make_eagle3_checkpoint(ckpt, SMALL_VOCAB_DRAFT)
+            pte = self.root / "eagle3_tree.pte"
+            export_draft(ckpt, target.pte, pte, DraftExportOptions(backend="xnnpack", step_width=4))
+            self._tree_draft = DraftCase(ckpt, pte, target, state)
+        return self._tree_draft
+
+
+# Export variants that reuse another entry's model config (and weights: same seed).
+TREE_CONFIG_OF = {"llama_tree": "llama_small_vocab"}
 
 
 @pytest.fixture(scope="session")

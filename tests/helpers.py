@@ -18,7 +18,7 @@ def target_program(case, mode: str):  # type: ignore[no-untyped-def]
         prog = PteProgram.load(case.pte, expect="target")
     else:
         model = build_target(case.checkpoint, case.opts)
-        methods = target_methods(model, case.opts.prefill_chunk, case.opts.verify_width)
+        methods = target_methods(model, case.opts.prefill_chunk, case.opts.verify_widths)
         prog = EagerProgram(
             {k: v[0] for k, v in methods.items()}, target_metadata(model, case.opts, None)
         )
@@ -64,7 +64,7 @@ def path_to(parents: list[int], i: int) -> list[int]:
     return path[::-1]
 
 
-def pair_programs(draft_case, mode: str):  # type: ignore[no-untyped-def]
+def pair_programs(draft_case, mode: str, step_width: int = 1):  # type: ignore[no-untyped-def]
     """(target program, draft program) of a test pair, as .pte or as eager reference."""
     from etspec.runtime.eager import eager_draft, eager_target
     from etspec.runtime.program import load_pair
@@ -77,12 +77,15 @@ def pair_programs(draft_case, mode: str):  # type: ignore[no-untyped-def]
         max_seq=opts.max_seq,
         prefill_chunk=opts.prefill_chunk,
         verify_width=opts.verify_width,
+        narrow_verify_widths=opts.verify_widths,
     )
-    return t, eager_draft(draft_case.checkpoint, t, step_width=1)
+    return t, eager_draft(draft_case.checkpoint, t, step_width=step_width)
 
 
-def runners(target, draft_runner=None, k: int = 3, kv: str = "position-overwrite"):  # type: ignore[no-untyped-def]
-    """(target-only runner, speculative runner) sharing ``target``; reference checks on eager."""
+def runners(target, draft_runner=None, k=3, kv: str = "position-overwrite", verifier=None):  # type: ignore[no-untyped-def]
+    """(target-only runner, speculative runner) sharing ``target``; reference checks on eager.
+
+    ``k`` is a chain length or any ``TreePolicy`` (a shape, or the dispatcher)."""
     from etspec.runtime.program import EagerProgram
     from etspec.runtime.runner import TextLLMRunner
     from etspec.runtime.speculative.generator import SpeculativeTokenGenerator
@@ -91,7 +94,7 @@ def runners(target, draft_runner=None, k: int = 3, kv: str = "position-overwrite
     base = TextLLMRunner(target, reference=reference)
     if draft_runner is None:
         return base, None
-    gen = SpeculativeTokenGenerator(draft_runner, target.metadata, k, kv)
+    gen = SpeculativeTokenGenerator(draft_runner, target.metadata, k, kv, verifier)
     return base, TextLLMRunner(target, gen, reference=reference)
 
 
@@ -111,6 +114,7 @@ class ScriptedDraftRunner:
     """
 
     hidden_spec = None
+    branching = False
 
     def __init__(self, continuation, vocab: int, schedule, on_accept=None) -> None:  # type: ignore[no-untyped-def]
         self.continuation = continuation
@@ -133,9 +137,13 @@ class ScriptedDraftRunner:
         self.history = [*prompt, first_token]
         return 0
 
-    def propose(self, max_tokens, sampler):  # type: ignore[no-untyped-def]
+    def check_shape(self, shape) -> None:  # type: ignore[no-untyped-def]
+        return None
+
+    def propose(self, shape, max_height, sampler):  # type: ignore[no-untyped-def]
         from etspec.runtime.speculative.draft_runner import Proposal
 
+        max_tokens = min(shape.cost.max_nodes, max_height)
         tokens = list(self.continuation(self.history)[:max_tokens])
         bad = self.schedule(self.step)
         if bad < len(tokens):
@@ -148,6 +156,57 @@ class ScriptedDraftRunner:
         if self.on_accept is not None:
             self.on_accept(acceptance)
         return 0
+
+
+class OracleExpander:
+    """An ``Expander`` that knows the target's continuation ``truth``: on the true path the
+    true next token gets draft rank ``rank`` (rank >= vocab: last), elsewhere a fixed
+    ordering. Any ``TreeShape`` grown over it yields a scripted tree."""
+
+    def __init__(self, truth: list[int], vocab: int, rank: int) -> None:
+        self.truth = truth
+        self.vocab_size = vocab
+        self.target_ids = torch.arange(vocab)
+        self.rank = rank
+        self.calls = 0
+        self.paths: list[tuple[int, ...]] = [()]
+
+    def _logits(self, path: tuple[int, ...]) -> torch.Tensor:
+        d = len(path)
+        order = sorted(range(self.vocab_size), key=lambda t: (t * 7 + 3 * d) % self.vocab_size)
+        if d < len(self.truth) and list(path) == self.truth[:d]:
+            true = self.truth[d]
+            order.remove(true)
+            order.insert(min(self.rank, self.vocab_size - 1), true)
+        logits = torch.empty(self.vocab_size)
+        logits[torch.tensor(order)] = -torch.arange(self.vocab_size, dtype=torch.float32)
+        return logits
+
+    def root(self) -> torch.Tensor:
+        return self._logits(())
+
+    def expand(self, parents, tokens) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        self.calls += 1
+        out = []
+        for p, t in zip(parents, tokens, strict=True):
+            self.paths.append((*self.paths[p], int(t)))
+            out.append(self._logits(self.paths[-1]))
+        return torch.stack(out)
+
+
+class ScriptedTreeDraftRunner(ScriptedDraftRunner):
+    """Grows any tree shape over an ``OracleExpander``: at step s the target's continuation
+    sits at draft rank ``schedule(s)`` (0: the first branch, deepest acceptance; 1: a
+    later sibling; >= vocab: never drafted, only the root's token is emitted)."""
+
+    branching = True
+
+    def propose(self, shape, max_height, sampler):  # type: ignore[no-untyped-def]
+        expander = OracleExpander(
+            list(self.continuation(self.history)), self.vocab, self.schedule(self.step)
+        )
+        self.step += 1
+        return shape.grow(expander, max_height, sampler)
 
 
 def oracle(prompt: list[int], reference: list[int]):  # type: ignore[no-untyped-def]

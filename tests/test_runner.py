@@ -153,7 +153,7 @@ def test_cli_generate_json_with_and_without_draft(artifacts, small) -> None:  # 
     ]
     plain = _cli(*common)
     assert plain.exit_code == 0, plain.output
-    spec = _cli(*common, "--draft", case.pte, "--kv", "scratch-commit", "--num-spec-tokens", "5")
+    spec = _cli(*common, "--draft", case.pte, "--kv", "scratch-commit", "--tree", "chain")
     assert spec.exit_code == 0, spec.output
     for res in (plain, spec):
         obj = json.loads(res.stdout)
@@ -217,7 +217,7 @@ def test_cli_reference_mode_equals_pte(artifacts) -> None:  # type: ignore[no-un
         "--max-seq",
         opts.max_seq,
         "--verify-width",
-        opts.verify_width,
+        ",".join(map(str, opts.verify_widths)),
         *args,
     )
     assert pte.exit_code == 0 and ref.exit_code == 0, ref.output
@@ -238,8 +238,8 @@ def test_cli_validate_passes_and_prints_a_line_per_prompt(artifacts, tmp_path) -
         prompts,
         "--kv",
         "scratch-commit",
-        "--num-spec-tokens",
-        "5",
+        "--tree",
+        "dynamic",
     )
     assert res.exit_code == 0, res.output
     assert res.stdout.count("PASS") == 2 and "2/2 prompts identical" in res.stdout
@@ -257,7 +257,49 @@ def test_cli_validate_passes_and_prints_a_line_per_prompt(artifacts, tmp_path) -
             ["--prompt-ids", "1,2", "--draft", "{draft}", "--repetition-penalty", "1.2"],
             "cannot be replayed",
         ),
-        (["--prompt-ids", "1,2", "--draft", "{draft}", "--num-spec-tokens", "20"], "verify width"),
+        (
+            [
+                "--prompt-ids",
+                "1,2",
+                "--draft",
+                "{draft}",
+                "--tree",
+                "chain",
+                "--num-spec-tokens",
+                "20",
+            ],
+            "needs a verify width of 21",
+        ),
+        (
+            [
+                "--prompt-ids",
+                "1,2",
+                "--draft",
+                "{draft}",
+                "--tree",
+                "dynamic",
+                "--total-tokens",
+                "40",
+            ],
+            "re-export the target with a larger --verify-width",
+        ),
+        (
+            [
+                "--prompt-ids",
+                "1,2",
+                "--draft",
+                "{draft}",
+                "--tree",
+                "static",
+                "--static-tree",
+                "[[0], [2, 1]]",
+            ],
+            "has no parent",
+        ),
+        (
+            ["--prompt-ids", "1,2", "--draft", "{draft}", "--depth", "2", "--num-steps", "3"],
+            "not both",
+        ),
         (["--prompt-ids", "1,2", "--draft", "{target}"], "draft was expected"),
         ([], "exactly one of --prompt"),
     ],
@@ -298,7 +340,7 @@ def test_reference_on_cuda_equals_cpu(artifacts) -> None:  # type: ignore[no-unt
             device=device,
             max_seq=opts.max_seq,
             prefill_chunk=opts.prefill_chunk,
-            verify_width=opts.verify_width,
+            verify_widths=opts.verify_widths,
         )
         _, runner = load_runners(spec)
         assert runner is not None

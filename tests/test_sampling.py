@@ -14,7 +14,9 @@ import torch
 from helpers import pair_programs, runners
 
 from etspec.runtime.sampling import RepetitionPenalty, Sampler, SamplingConfig, SamplingError
+from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
+from etspec.runtime.speculative.static_tree import StaticTree
 from etspec.runtime.speculative.tree import DraftTree
 from etspec.runtime.speculative.verifier import Verifier
 
@@ -103,13 +105,32 @@ def _verifier_samples(
     return counts, p0
 
 
-def test_verifier_first_token_matches_target_distribution() -> None:
-    counts, p0 = _verifier_samples(Verifier(), 20_000)
+def _tree_verifier_samples(verifier: Verifier, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """First emitted token after a tree whose root has three siblings (the draft's
+    deterministic top-3: point masses, ``probs=None``), each with a child of its own."""
+    g = torch.Generator().manual_seed(7)
+    p_logits = torch.randn(7, V, generator=g) * 1.5
+    sampler = Sampler(SamplingConfig(temperature=1.0, seed=0))
+    p0 = sampler.probs(p_logits)[0]
+    siblings = p0.argsort(descending=True)[[1, 0, 3]].tolist()  # likely tokens, odd order
+    tree = DraftTree.build(0, [*siblings, 5, 6, 7], [0, 0, 0, 1, 2, 3])
+    counts = torch.zeros(V)
+    for _ in range(n):
+        verdict = verifier.verify(tree, p_logits, sampler, None)
+        first = int(tree.tokens[verdict.nodes[1]]) if verdict.accepted else verdict.next_token
+        counts[first] += 1
+    return counts, p0
+
+
+@pytest.mark.parametrize("draw", [_verifier_samples, _tree_verifier_samples])
+def test_verifier_first_token_matches_target_distribution(draw) -> None:  # type: ignore[no-untyped-def]
+    counts, p0 = draw(Verifier(), 20_000)
     assert chi_square_pvalue(counts, p0) > ALPHA
 
 
-def test_verifier_with_wrong_correction_fails_the_test() -> None:
-    counts, p0 = _verifier_samples(WrongCorrection(), 20_000)
+@pytest.mark.parametrize("draw", [_verifier_samples, _tree_verifier_samples])
+def test_verifier_with_wrong_correction_fails_the_test(draw) -> None:  # type: ignore[no-untyped-def]
+    counts, p0 = draw(WrongCorrection(), 20_000)
     assert chi_square_pvalue(counts, p0) < ALPHA
 
 
@@ -138,14 +159,19 @@ def exact_marginals(artifacts):  # type: ignore[no-untyped-def]
     return joint12.sum(0), (joint12[:, :, None] * p3_given).sum((0, 1))
 
 
-def _speculative_counts(artifacts, verifier: Verifier, n: int):  # type: ignore[no-untyped-def]
-    from etspec.runtime.speculative.generator import SpeculativeTokenGenerator
+# Chain (sampled draft tokens, q = the draft's distribution) and trees (deterministic top-k
+# children, q = point masses, siblings tried in turn).
+TREES = {
+    "chain2": lambda: 2,
+    "D2xBF2": lambda: StaticTree.full(2, 2),
+    "dynamic": lambda: DynamicTree(depth=1, topk=3, total_tokens=7),
+}
 
+
+def _speculative_counts(artifacts, verifier: Verifier, n: int, tree: str = "chain2"):  # type: ignore[no-untyped-def]
     target, draft = pair_programs(artifacts.small_draft(), "pte")
-    _, spec = runners(target, Eagle3DraftRunner(draft), 2, "position-overwrite")
-    gen = spec.generator
-    assert isinstance(gen, SpeculativeTokenGenerator)
-    gen.verifier = verifier
+    kv = "scratch-commit" if tree == "D2xBF2" else "position-overwrite"
+    _, spec = runners(target, Eagle3DraftRunner(draft), TREES[tree](), kv, verifier)
     c2, c3 = torch.zeros(V), torch.zeros(V)
     accepted = 0
     for seed in range(n):
@@ -157,16 +183,18 @@ def _speculative_counts(artifacts, verifier: Verifier, n: int):  # type: ignore[
     return c2, c3
 
 
-def test_speculative_sampling_matches_target_distribution(artifacts, exact_marginals) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("tree", list(TREES))
+def test_speculative_sampling_matches_target_distribution(artifacts, exact_marginals, tree) -> None:  # type: ignore[no-untyped-def]
     p2, p3 = exact_marginals
-    c2, c3 = _speculative_counts(artifacts, Verifier(), SAMPLES)
+    c2, c3 = _speculative_counts(artifacts, Verifier(), SAMPLES, tree)
     assert chi_square_pvalue(c2, p2) > ALPHA
     assert chi_square_pvalue(c3, p3) > ALPHA
 
 
-def test_wrong_correction_fails_end_to_end(artifacts, exact_marginals) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("tree", list(TREES))
+def test_wrong_correction_fails_end_to_end(artifacts, exact_marginals, tree) -> None:  # type: ignore[no-untyped-def]
     p2, _ = exact_marginals
-    c2, _ = _speculative_counts(artifacts, WrongCorrection(), 5_000)
+    c2, _ = _speculative_counts(artifacts, WrongCorrection(), 5_000, tree)
     assert chi_square_pvalue(c2, p2) < ALPHA
 
 

@@ -88,6 +88,15 @@ EXPORT_OPTIONS: dict[str, TargetExportOptions] = {
     "llama_small_vocab": TargetExportOptions(
         backend="xnnpack", max_seq=64, prefill_chunk=8, verify_width=8
     ),
+    # The same 16-token model compiled for trees of up to 64 draft nodes, with a narrower
+    # verify method that small trees use instead.
+    "llama_tree": TargetExportOptions(
+        backend="xnnpack",
+        max_seq=128,
+        prefill_chunk=8,
+        verify_width=72,
+        narrow_verify_widths=(16,),
+    ),
 }
 
 
@@ -99,11 +108,14 @@ def hf_config(name: str, **overrides: Any) -> Any:
     return AutoConfig.for_model(model_type, initializer_range=_INIT, **kwargs)
 
 
-def make_hf_target(name: str, out: Path, seed: int = 0, **overrides: Any) -> Any:
+def make_hf_target(
+    name: str, out: Path, seed: int = 0, config: str | None = None, **overrides: Any
+) -> Any:
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(hf_config(name, **overrides)).float().eval()
+    cfg = hf_config(config or name, **overrides)
+    model = AutoModelForCausalLM.from_config(cfg).float().eval()
     model.save_pretrained(out)
     return model
 

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from etspec.contract import HiddenStateSpec, TargetMetadata
 from etspec.runtime.sampling import Sampler
+
+if TYPE_CHECKING:
+    from etspec.runtime.speculative.shapes import TreeShape
 
 
 @dataclass(frozen=True)
@@ -22,8 +26,10 @@ class Proposal:
     """Draft nodes ``1..M`` as a tree over the root (the last emitted token, node 0).
 
     ``parents[i-1]`` is node i's parent, in ``[0, i)``; a chain has ``parents = [0, 1, ...]``.
-    ``probs[i-1]`` is the target-vocabulary distribution node i was drawn from (needed by
-    sampling verification; ``None`` for greedy proposals). ``calls`` counts model calls made.
+    ``probs[i-1]`` is the target-vocabulary distribution node i was drawn from, for sampling
+    verification; ``None`` means every node was a deterministic pick (a point mass: the
+    verifier accepts token x with probability p(x) and removes it from p on rejection).
+    ``calls`` counts draft model calls made.
     """
 
     tokens: list[int]
@@ -58,9 +64,15 @@ class SpeculativeDraftRunner(ABC):
 
     #: Target hidden states this runner reads (``None``: it needs none).
     hidden_spec: HiddenStateSpec | None = None
+    #: Whether proposals can branch (a model that scores alternatives); runners that cannot
+    #: grow trees propose the deepest chain a shape allows.
+    branching: bool = False
 
     def check_target(self, target: TargetMetadata) -> None:  # noqa: B027  # optional hook
         """Reject a target this runner cannot work with (called before any generation)."""
+
+    def check_shape(self, shape: TreeShape) -> None:  # noqa: B027  # optional hook
+        """Reject a tree shape this runner cannot grow (called before any generation)."""
 
     @abstractmethod
     def prefill(self, prompt: list[int], first_token: int, hidden: torch.Tensor | None) -> int:
@@ -68,8 +80,9 @@ class SpeculativeDraftRunner(ABC):
         yet) and the prompt's target states. Returns the number of model calls made."""
 
     @abstractmethod
-    def propose(self, max_tokens: int, sampler: Sampler) -> Proposal:
-        """Up to ``max_tokens`` draft nodes continuing the committed sequence."""
+    def propose(self, shape: TreeShape, max_height: int, sampler: Sampler) -> Proposal:
+        """Draft nodes continuing the committed sequence, grown as ``shape`` says and at
+        most ``max_height`` levels deep."""
 
     @abstractmethod
     def accept(self, acceptance: Acceptance) -> int:

@@ -2,13 +2,16 @@
 
 Draft row j pairs the target's state at position j with the token at position j + 1 and
 predicts the token at j + 2 (the EAGLE alignment). Rows up to the committed target length
-are "committed" draft KV, computed from real target states; drafting writes rows after
-them from the draft's own states, and the next ``accept`` overwrites those rows with the
-target's states of what was actually accepted (position-overwrite inside the draft cache,
-so a rejected draft row is never visible: the mask only shows slots up to a row's own).
+are "committed" draft KV at slot == position, computed from real target states. Drafting
+(chain or tree, any ``TreeShape``) feeds nodes with the draft's own states into scratch
+slots past the context, under the draft's tree mask; ``accept`` then writes the committed
+rows of the accepted path from the target's states, so no draft-state row is ever
+committed and rejected branches are simply never seen again.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
@@ -27,9 +30,12 @@ from etspec.models.layers import causal_mask
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
 from etspec.runtime.speculative.draft_runner import Acceptance, Proposal, SpeculativeDraftRunner
+from etspec.runtime.speculative.shapes import TreeShape
 
 
 class Eagle3DraftRunner(SpeculativeDraftRunner):
+    branching = True
+
     def __init__(self, program: Program) -> None:
         meta = program.metadata
         if not isinstance(meta, DraftMetadata) or meta.draft_method != "eagle3":
@@ -42,6 +48,7 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         # Draft id i is target id i + d2t[i].
         self.target_ids = torch.arange(meta.draft_vocab_size) + d2t
         self._step_rows = torch.arange(meta.step_width)
+        self._scratch_slots = meta.max_context + torch.arange(self.scratch)
         self._extend_rows = torch.arange(meta.extend_width)
         self._logits = torch.empty(0)
         self._hidden = torch.empty(0)
@@ -86,38 +93,24 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         self._logits, self._hidden, self._pos = logits, out, total
         return calls
 
-    def _choose(self, logits: torch.Tensor, sampler: Sampler) -> tuple[int, torch.Tensor | None]:
-        if sampler.greedy:
-            return int(self.target_ids[int(logits.argmax())]), None
-        q_draft = sampler.probs(logits.reshape(1, -1))
-        pick = int(sampler.draw(q_draft)[0])
-        q = torch.zeros(self.meta.target_vocab_size)
-        q[self.target_ids] = q_draft[0]
-        return int(self.target_ids[pick]), q
+    @property
+    def scratch(self) -> int:
+        """Draft cache slots past the context, where tree nodes are fed."""
+        return self.meta.cache_size - self.meta.max_context
 
-    def propose(self, max_tokens: int, sampler: Sampler) -> Proposal:
-        w = self.meta.step_width
-        tokens: list[int] = []
-        probs: list[torch.Tensor] = []
-        logits, hidden, calls = self._logits, self._hidden, 0
-        for i in range(max_tokens):
-            if i:
-                # One chain level: row 0 is real; pad rows write the slots after it, which
-                # the next level rewrites before anything reads them.
-                positions = self._pos + i - 1 + self._step_rows
-                ids = torch.zeros(w, dtype=torch.long)
-                ids[0] = tokens[-1]
-                states = torch.zeros(w, hidden.shape[-1])
-                states[0] = hidden[0]
-                logits, hidden = self.program.run(
-                    DRAFT_STEP, ids, states, positions, positions, self._causal(positions)
-                )
-                calls += 1
-            token, q = self._choose(logits[0], sampler)
-            tokens.append(token)
-            if q is not None:
-                probs.append(q)
-        return Proposal.chain(tokens, torch.stack(probs) if probs else None, calls)
+    def check_shape(self, shape: TreeShape) -> None:
+        # Fed nodes take scratch slots, and a call's pad rows the slots after them.
+        need = shape.cost.fed_nodes + self.meta.step_width
+        if need > self.scratch:
+            raise EtspecError(
+                f"tree {shape} feeds {shape.cost.fed_nodes} draft nodes per step, the draft "
+                f"artifact has {self.scratch} scratch slots (step width "
+                f"{self.meta.step_width}); use a smaller tree or re-export the draft with "
+                f"--scratch {need}"
+            )
+
+    def propose(self, shape: TreeShape, max_height: int, sampler: Sampler) -> Proposal:
+        return shape.grow(_Expansion(self), max_height, sampler)
 
     def accept(self, acceptance: Acceptance) -> int:
         hidden = acceptance.hidden
@@ -134,3 +127,60 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         self._logits, self._hidden = logits[rows - 1 : rows], out[rows - 1 : rows]
         self._pos = acceptance.position + rows
         return 1
+
+
+class _Expansion:
+    """One proposal's tree growth in the draft cache (an ``Expander``).
+
+    Handle 0 is the root: its children's logits and the state they are fed with come from
+    the last prefill/accept. A fed node at depth d pairs its token with its parent's output
+    state at position ``committed + d - 1`` (the EAGLE alignment), is written to the next
+    free scratch slot, and sees the committed slots, its fed ancestors' slots and its own.
+    Scratch is free again at the next proposal: ``accept`` rewrites the committed rows of
+    the accepted path from the target's states (``draft_extend``), which is the draft's
+    KV commit, fused into the call that also yields the next root.
+    """
+
+    def __init__(self, runner: Eagle3DraftRunner) -> None:
+        self.runner = runner
+        self.target_ids = runner.target_ids
+        self.vocab_size = runner.meta.target_vocab_size
+        self.calls = 0
+        self._states = [runner._hidden[0]]  # output state of each handle
+        self._depth = [0]
+        self._seen: list[list[int]] = [[]]  # scratch slots each handle's children see
+
+    def root(self) -> torch.Tensor:
+        return self.runner._logits[0]
+
+    def expand(self, parents: Sequence[int], tokens: Sequence[int]) -> torch.Tensor:
+        r = self.runner
+        w, pos = r.meta.step_width, r._pos
+        out = []
+        for lo in range(0, len(parents), w):
+            par = list(parents[lo : lo + w])
+            n = len(par)
+            first = len(self._states) - 1  # scratch index of this call's first node
+            if first + w > r.scratch:
+                raise EtspecError(f"tree needs more than the draft's {r.scratch} scratch slots")
+            slots = r._scratch_slots[first : first + w]
+            ids = torch.zeros(w, dtype=torch.long)
+            ids[:n] = torch.tensor(tokens[lo : lo + n], dtype=torch.long)
+            states = torch.zeros(w, self._states[0].shape[-1])
+            states[:n] = torch.stack([self._states[p] for p in par])
+            positions = torch.full((w,), pos, dtype=torch.long)
+            positions[:n] += torch.tensor([self._depth[p] for p in par])
+            mask = torch.full((w, r.meta.cache_size), MASK_MIN)
+            mask[:n, :pos] = 0.0
+            mask[torch.arange(w), slots] = 0.0  # every row sees itself (pad rows: only that)
+            for i, p in enumerate(par):
+                if self._seen[p]:
+                    mask[i, self._seen[p]] = 0.0
+            logits, hidden = r.program.run(DRAFT_STEP, ids, states, positions, slots, mask)
+            self.calls += 1
+            for i, p in enumerate(par):
+                self._states.append(hidden[i])
+                self._depth.append(self._depth[p] + 1)
+                self._seen.append([*self._seen[p], int(slots[i])])
+            out.append(logits[:n])
+        return torch.cat(out)

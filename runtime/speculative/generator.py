@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from etspec.contract import TARGET_VERIFY, TargetMetadata
+import time
+
+from etspec.contract import TargetMetadata
 from etspec.errors import EtspecError
 from etspec.runtime.generator import GenerationContext, TokenSink
 from etspec.runtime.sampling import Sampler, check_replayable
@@ -12,6 +14,7 @@ from etspec.runtime.speculative.draft_runner import (
     SpeculativeDraftRunner,
 )
 from etspec.runtime.speculative.kv_cache import SpecKVCacheManager, check_kv_strategy
+from etspec.runtime.speculative.shapes import ChainShape, TreePolicy, TreeShape
 from etspec.runtime.speculative.tree import DraftTree
 from etspec.runtime.speculative.verifier import Verifier
 
@@ -19,35 +22,33 @@ from etspec.runtime.speculative.verifier import Verifier
 class SpeculativeTokenGenerator:
     """Lossless speculative decoding over any ``SpeculativeDraftRunner``.
 
-    Each step verifies the root (the last emitted token) plus up to ``num_spec_tokens``
-    draft tokens in one ``target_verify`` call and emits the accepted drafts and one more
-    token from the target, so every step emits at least one token.
+    Each step the tree policy picks a shape, the draft grows a proposal of that shape, and
+    one ``target_verify`` call (the narrowest compiled width that holds it) checks the root
+    (the last emitted token) and every draft node. The step emits the accepted path and one
+    more token from the target, so every step emits at least one token.
     """
 
     def __init__(
         self,
         draft: SpeculativeDraftRunner,
         target: TargetMetadata,
-        num_spec_tokens: int = 3,
+        tree: TreePolicy | int = 3,
         kv_strategy: str = "position-overwrite",
         verifier: Verifier | None = None,
     ) -> None:
-        if num_spec_tokens < 1:
-            raise EtspecError(f"--num-spec-tokens must be at least 1, got {num_spec_tokens}")
-        if num_spec_tokens + 1 > target.verify_width:
-            raise EtspecError(
-                f"--num-spec-tokens {num_spec_tokens} needs a verify width of "
-                f"{num_spec_tokens + 1}, the target was exported with {target.verify_width}; "
-                "lower it or re-export with a larger --verify-width"
-            )
+        policy = ChainShape(tree) if isinstance(tree, int) else tree
         if draft.hidden_spec is not None and draft.hidden_spec != target.hidden_spec():
             raise EtspecError(
                 f"the draft needs target hidden states {draft.hidden_spec}, the target "
                 f"exports {target.hidden_spec()}; re-export the target to match"
             )
         draft.check_target(target)
+        for shape in policy.candidates():
+            check_shape_fits(shape, target)
+            draft.check_shape(shape)
         self.draft = draft
-        self.num_spec_tokens = num_spec_tokens
+        self.target = target
+        self.policy = policy
         self.kv_strategy = kv_strategy
         self.verifier = verifier or Verifier()
         check_kv_strategy(target, kv_strategy)  # now, not at the first generate
@@ -62,26 +63,31 @@ class SpeculativeTokenGenerator:
         return self.draft.memory()
 
     def generate(self, ctx: GenerationContext, sink: TokenSink) -> None:
-        stats, sampler, draft = ctx.stats, ctx.sampler, self.draft
+        stats, sampler, draft, policy = ctx.stats, ctx.sampler, self.draft, self.policy
         needs_hidden = draft.hidden_spec is not None
         with stats.stage("draft"):
             stats.draft_calls += draft.prefill(
                 ctx.prompt, ctx.first_token, ctx.prefill.hidden if needs_hidden else None
             )
         kv = SpecKVCacheManager(ctx.target, self.kv_strategy, len(ctx.prompt), ctx.reference)
+        vocab = self.target.vocab_size
         root = ctx.first_token
         while sink.remaining > 0:
-            # Never draft past the budget: a step emits accepted drafts + one token.
-            budget = min(self.num_spec_tokens, sink.remaining - 1)
+            shape = policy.choose()  # the dispatcher may calibrate here: not a step's time
+            t0 = time.perf_counter()
+            # Never draft past the budget: a step emits its accepted path + one token.
+            height = sink.remaining - 1
             with stats.stage("draft"):
-                proposal = draft.propose(budget, sampler) if budget > 0 else Proposal([], [])
+                proposal = draft.propose(shape, height, sampler) if height > 0 else _NOTHING
             stats.draft_calls += proposal.calls
             with stats.stage("tensorize"):
                 tree = DraftTree.build(root, proposal.tokens, proposal.parents)
-                inputs = kv.verify_inputs(tree)
+                if ctx.reference:
+                    tree.check(vocab)
+                method, inputs = kv.verify_inputs(tree)
             position = kv.committed
             with stats.stage("verify"):
-                logits, hidden = ctx.target.run(TARGET_VERIFY, *inputs)
+                logits, hidden = ctx.target.run(method, *inputs)
             with stats.stage("accept"):
                 verdict = self.verifier.verify(
                     tree,
@@ -92,7 +98,7 @@ class SpeculativeTokenGenerator:
                 )
             with stats.stage("commit"):
                 stats.commit_calls += kv.commit(verdict.nodes)
-            stats.record_verify(tree.size, verdict.accepted)
+            stats.record_verify(tree.size, verdict.accepted, tree.max_depth, shape.name)
             path_tokens = tree.tokens[verdict.nodes].tolist()
             emitted = [*path_tokens[1:], verdict.next_token]
             # Row nodes[i] holds the target distribution emitted[i] was chosen from.
@@ -108,4 +114,20 @@ class SpeculativeTokenGenerator:
                         hidden=hidden[verdict.nodes] if needs_hidden else None,
                     )
                 )
+            policy.observe(shape, len(emitted), time.perf_counter() - t0)
             root = verdict.next_token
+
+
+_NOTHING = Proposal([], [])
+
+
+def check_shape_fits(shape: TreeShape, target: TargetMetadata) -> None:
+    """Refuse a shape whose trees cannot be verified by this target in one call."""
+    need = shape.cost.max_nodes + 1
+    if need > target.verify_width:
+        raise EtspecError(
+            f"tree {shape} has up to {shape.cost.max_nodes} draft tokens and needs a verify "
+            f"width of {need}; the target was exported with {target.verify_width}. Use a "
+            "smaller tree (--num-spec-tokens, --total-tokens, --static-tree) or re-export "
+            "the target with a larger --verify-width"
+        )

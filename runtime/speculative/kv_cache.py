@@ -13,6 +13,14 @@ When the accepted path is not contiguous (a tree branch) it is moved down with
 ``scratch-commit``: tree row i is written to scratch slot ``max_context + i``; no committed
 slot is touched by verify; ``target_commit`` copies the accepted rows to
 ``[committed, committed + n]``.
+
+Commit is by path index (EAGLE-Pangu 3.1): the accepted rows ``nodes`` are gathered to
+``committed + [0, n)`` inside the ``.pte`` (``target_commit``), never by re-running the
+model. The committed prefix never moves (slot == position), so only the new segment is
+copied, and when it is already in place (a chain, or a first-branch path under
+position-overwrite) the call is skipped altogether.
+
+Each verify runs the narrowest compiled ``target_verify`` width that holds the tree.
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ class SpecKVCacheManager:
         self.program = program
         self.strategy = strategy
         self.committed = committed
-        self.width = meta.verify_width
+        self.meta = meta
         self.max_context = meta.max_context
         self.cache_size = meta.cache_size
         self._rows = torch.arange(meta.verify_width)
@@ -63,28 +71,31 @@ class SpecKVCacheManager:
 
     def verify_inputs(
         self, tree: DraftTree
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(tokens[K], positions[K], slots[K], mask[K, S])`` for ``target_verify``."""
-        k, m1, c = self.width, tree.size + 1, self.committed
+    ) -> tuple[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """The verify method for ``tree`` and its ``(tokens[K], positions[K], slots[K],
+        mask[K, S])``. Tree rows (padding included) come first; the rows after them, and
+        the tree's own padding, see only their own slot: finite, and seen by no real row."""
+        m1, c = tree.capacity + 1, self.committed
+        k = self.meta.verify_width_for(m1)
         base = c if self.strategy == "position-overwrite" else self.max_context
-        slots = base + self._rows  # pad rows take the slots after the tree's, unread
+        slots = base + self._rows[:k]
         positions = torch.empty(k, dtype=torch.long)
-        positions[:m1] = c + tree.depth
+        positions[:m1] = c + tree.depth  # RoPE position = root position + depth
         positions[m1:] = c + m1 + self._rows[: k - m1]
         tokens = torch.zeros(k, dtype=torch.long)
         tokens[:m1] = tree.tokens
         mask = torch.full((k, self.cache_size), MASK_MIN)
-        mask[:m1, :c] = 0.0
-        node_slots = slots[:m1]
-        tree_cols = torch.where(tree.ancestors, 0.0, MASK_MIN)
-        mask[:m1].index_copy_(1, node_slots, tree_cols)
-        # A pad row sees only its own entry: finite, and never seen by a real row.
-        pad = self._rows[m1:]
-        mask[pad, slots[pad]] = 0.0
-        self._slots = slots
+        mask[:m1, :c] = torch.where(tree.valid, 0.0, MASK_MIN)[:, None]
+        tree_cols = torch.where(tree.mask, 0.0, MASK_MIN)
+        mask[:m1].index_copy_(1, slots[:m1], tree_cols)
+        alone = torch.ones(k, dtype=torch.bool)
+        alone[:m1] = ~tree.valid
+        mask[alone, slots[alone]] = 0.0
+        # Commit copies the full widest window; the slots past this verify's are unused.
+        self._slots = base + self._rows
         if self._cache:
             self._snapshot = [t[:, :c].clone() for t in self._cache]
-        return tokens, positions, slots, mask
+        return self.meta.verify_method(k), (tokens, positions, slots, mask)
 
     def commit(self, nodes: list[int]) -> int:
         """Commit the accepted tree rows ``nodes`` (root first); returns commit calls made."""

@@ -8,11 +8,11 @@ no KV, which is the point: the speculative loop works unchanged over it.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from etspec.errors import EtspecError
 from etspec.runtime.sampling import Sampler
 from etspec.runtime.speculative.draft_runner import Acceptance, Proposal, SpeculativeDraftRunner
+from etspec.runtime.speculative.shapes import TreeShape
 
 
 class PromptLookupDraftRunner(SpeculativeDraftRunner):
@@ -49,10 +49,9 @@ class PromptLookupDraftRunner(SpeculativeDraftRunner):
                 return seq[start : start + max_tokens].tolist()
         return []
 
-    def propose(self, max_tokens: int, sampler: Sampler) -> Proposal:
-        tokens = self._lookup(max_tokens)
-        probs = None
-        if tokens and not sampler.greedy:
-            # A deterministic proposal is a draft distribution with all mass on one token.
-            probs = F.one_hot(torch.tensor(tokens), self.vocab_size).float()
-        return Proposal.chain(tokens, probs, 0)
+    def propose(self, shape: TreeShape, max_height: int, sampler: Sampler) -> Proposal:
+        # A lookup finds one continuation: the deepest chain the shape allows. Its tokens are
+        # deterministic picks, which the verifier treats as point masses (probs=None).
+        cost = shape.cost
+        tokens = self._lookup(min(cost.max_height, cost.max_nodes, max_height))
+        return Proposal.chain(tokens)

@@ -1,13 +1,20 @@
 """Draft trees as tensors: the shape every proposal takes on its way to ``target_verify``.
 
-Row 0 is a dummy root, the last emitted token (not yet in the target's KV cache); rows
-``1..M`` are draft nodes in BFS order, each with a parent in ``[0, i)``. Because the root is
-a real row, every parent and ancestor index is in ``[0, M]`` by construction: no -1 sentinel
-ever reaches a gather. A chain is the path-shaped case ``parents = [0, 0, 1, 2, ...]``.
+The tensorization of EAGLE-Pangu section 3.2. Row 0 is a dummy root, the last emitted token
+(not yet in the target's KV cache); rows ``1..M`` are draft nodes in BFS order (depth never
+decreases), each with a parent in ``[0, i)``. Because the root is a real row, every parent
+and ancestor index is in ``[0, C]`` by construction: no -1 sentinel ever reaches a gather.
+A tree may be padded to a capacity ``C >= M``: padded rows have parent 0, depth 0, token 0
+and ``valid = False``, and the mask hides them from every row and every row from them.
+
+``ancestor_table`` is ``A[(Dmax+1), (C+1)]`` with ``A[0, k] = k`` and
+``A[l+1, k] = parents[A[l, k]]``; ``mask[k, j]`` (bool) is "j is k or an ancestor of k, and
+both are valid", i.e. ``exists l: A[l, k] == j``. A chain is ``parents = [0, 0, 1, 2, ...]``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -21,50 +28,195 @@ class TreeError(EtspecError):
 
 @dataclass(frozen=True)
 class DraftTree:
-    tokens: torch.Tensor  # [M+1] long, target-vocabulary ids; tokens[0] is the root
-    parents: torch.Tensor  # [M+1] long, parents[0] == 0
-    depth: torch.Tensor  # [M+1] long, depth[0] == 0
-    ancestors: torch.Tensor  # [M+1, M+1] bool: ancestors[i, j] iff j is i or an ancestor of i
+    tokens: torch.Tensor  # [C+1] long, target-vocabulary ids; tokens[0] is the root
+    parents: torch.Tensor  # [C+1] long in [0, C]; parents[0] == 0
+    depth: torch.Tensor  # [C+1] long; depth[0] == 0
+    valid: torch.Tensor  # [C+1] bool; rows 0..M are valid, padding is not
+    ancestor_table: torch.Tensor  # [Dmax+1, C+1] long, every entry in [0, C]
+    mask: torch.Tensor  # [C+1, C+1] bool: row k sees column j
 
     @property
     def size(self) -> int:
-        """Number of draft nodes M (the root excluded)."""
+        """Number of draft nodes M (root and padding excluded)."""
+        return int(self.valid.sum()) - 1
+
+    @property
+    def capacity(self) -> int:
+        """Node slots C (M plus padding)."""
         return int(self.tokens.numel()) - 1
 
+    @property
+    def max_depth(self) -> int:
+        return int(self.ancestor_table.shape[0]) - 1
+
     @classmethod
-    def build(cls, root: int, tokens: list[int], parents: list[int]) -> DraftTree:
-        """From draft nodes 1..M given as ``tokens`` and ``parents`` (0 is the root)."""
+    def build(cls, root: int, tokens: Sequence[int], parents: Sequence[int]) -> DraftTree:
+        """From draft nodes 1..M given as ``tokens`` and ``parents`` (0 is the root).
+
+        Raises ``TreeError`` for a parent out of range or not preceding its child (which
+        also rules out cycles) and for nodes not in BFS order.
+        """
         if len(tokens) != len(parents):
             raise TreeError(f"{len(tokens)} draft tokens but {len(parents)} parents")
         m = len(tokens)
-        par = [0, *parents]
+        par = [0, *(int(p) for p in parents)]
         depth = [0] * (m + 1)
-        anc = torch.zeros(m + 1, m + 1, dtype=torch.bool)
-        anc[0, 0] = True
         for i in range(1, m + 1):
             p = par[i]
             if not 0 <= p < i:
-                raise TreeError(f"node {i} has parent {p}; parents must precede children")
+                raise TreeError(
+                    f"node {i} has parent {p}; parents must be earlier nodes (0 is the root)"
+                )
             depth[i] = depth[p] + 1
-            anc[i] = anc[p]
-            anc[i, i] = True
-        return cls(
-            tokens=torch.tensor([root, *tokens], dtype=torch.long),
-            parents=torch.tensor(par, dtype=torch.long),
-            depth=torch.tensor(depth, dtype=torch.long),
-            ancestors=anc,
+            if depth[i] < depth[i - 1]:
+                raise TreeError(f"node {i} (depth {depth[i]}) follows a deeper node: not BFS order")
+        return cls.from_arrays(
+            torch.tensor([int(root), *(int(t) for t in tokens)], dtype=torch.long),
+            torch.tensor(par, dtype=torch.long),
+            torch.tensor(depth, dtype=torch.long),
+            torch.ones(m + 1, dtype=torch.bool),
         )
 
     @classmethod
-    def chain(cls, root: int, tokens: list[int]) -> DraftTree:
+    def chain(cls, root: int, tokens: Sequence[int]) -> DraftTree:
         return cls.build(root, tokens, list(range(len(tokens))))
 
+    @classmethod
+    def from_arrays(
+        cls,
+        tokens: torch.Tensor,
+        parents: torch.Tensor,
+        depth: torch.Tensor,
+        valid: torch.Tensor,
+        depth_rows: int = 0,
+    ) -> DraftTree:
+        """Derive the ancestor table (at least ``depth_rows`` rows) and the mask from base
+        arrays. Nothing is validated here: see ``check``."""
+        c1 = int(tokens.numel())
+        # Out-of-range parents are clamped only for the derived tables, so that ``check``
+        # can report them instead of an indexing error; they are never used unchecked.
+        safe = parents.clamp(0, c1 - 1)
+        dmax = int(depth[valid].max()) if bool(valid.any()) else 0
+        rows = [torch.arange(c1)]
+        for _ in range(max(dmax + 1, depth_rows) - 1):
+            rows.append(safe[rows[-1]])
+        table = torch.stack(rows)
+        mask = torch.zeros(c1, c1, dtype=torch.bool)
+        mask.scatter_(1, table.T, True)
+        mask &= valid[:, None] & valid[None, :]
+        return cls(tokens, parents, depth, valid, table, mask)
+
+    def padded(self, capacity: int, depth_rows: int | None = None) -> DraftTree:
+        """This tree with ``capacity`` node slots (and ``depth_rows`` ancestor-table rows)."""
+        c1, new = self.capacity + 1, capacity + 1
+        if capacity < self.capacity:
+            raise TreeError(f"cannot pad a tree of capacity {self.capacity} to {capacity}")
+        extra = new - c1
+
+        def pad(t: torch.Tensor, value: int | bool) -> torch.Tensor:
+            return torch.cat([t, torch.full((extra,), value, dtype=t.dtype)])
+
+        # Applying ``parents`` past the root stays at the root: extra table rows are zeros.
+        return DraftTree.from_arrays(
+            pad(self.tokens, 0),
+            pad(self.parents, 0),
+            pad(self.depth, 0),
+            pad(self.valid, False),
+            depth_rows or 0,
+        )
+
+    def check(self, vocab_size: int | None = None) -> None:
+        """The structural invariants of EAGLE-Pangu 3.2; raises ``TreeError`` naming the first
+        violated one. Run before every verify in reference mode."""
+        c1 = self.capacity + 1
+        par, depth, valid = self.parents, self.depth, self.valid
+        for name, t in (("parents", par), ("depth", depth), ("tokens", self.tokens)):
+            if t.shape != (c1,):
+                raise TreeError(f"{name} has shape {tuple(t.shape)}, expected ({c1},)")
+        if not bool(valid[0]) or int(par[0]) != 0 or int(depth[0]) != 0:
+            raise TreeError("row 0 must be the valid root (parent 0, depth 0)")
+        # Range: every parent index is a row.
+        bad = (par < 0) | (par >= c1)
+        if bool(bad.any()):
+            k = int(bad.nonzero()[0])
+            raise TreeError(f"node {k} has parent {int(par[k])}, outside [0, {c1 - 1}]")
+        if (
+            self.tokens.dtype != torch.long
+            or bool((self.tokens < 0).any())
+            or (vocab_size is not None and bool((self.tokens[valid] >= vocab_size).any()))
+        ):
+            raise TreeError(f"tree tokens must be ids in [0, {vocab_size or 'vocab'})")
+        rows = torch.arange(c1)
+        real = valid & (rows > 0)
+        # Validity closure: a valid node's parent is valid.
+        orphan = real & ~valid[par]
+        if bool(orphan.any()):
+            k = int(orphan.nonzero()[0])
+            raise TreeError(f"node {k} is valid but its parent {int(par[k])} is padding")
+        # Acyclicity and depth consistency: one level per parent step, root within depth.
+        step = real & (depth[par] != depth - 1)
+        if bool(step.any()):
+            k = int(step.nonzero()[0])
+            raise TreeError(
+                f"node {k} has depth {int(depth[k])} but its parent {int(par[k])} has depth "
+                f"{int(depth[par[k]])}: a cycle or an inconsistent depth"
+            )
+        table = self.ancestor_table
+        if table.shape[0] <= int(depth[valid].max()) or table.shape[1] != c1:
+            raise TreeError(f"ancestor table has shape {tuple(table.shape)}, too small")
+        if bool(((table < 0) | (table >= c1)).any()):
+            raise TreeError("ancestor table has an index outside the tree")
+        reach = table.gather(0, depth.clamp(0, table.shape[0] - 1)[None])[0]
+        if bool((reach[valid] != 0).any()):
+            k = int((valid & (reach != 0)).nonzero()[0])
+            raise TreeError(f"node {k} does not reach the root in {int(depth[k])} parent steps")
+        if bool((table[0] != rows).any()) or bool((table[1:] != par[table[:-1]]).any()):
+            raise TreeError("ancestor table disagrees with the parent array")
+        want = DraftTree.from_arrays(self.tokens, par, depth, valid).mask
+        if not torch.equal(self.mask, want):
+            raise TreeError("tree mask differs from the ancestor relation")
+
     def children(self, node: int) -> list[int]:
-        return [i for i in range(1, self.size + 1) if int(self.parents[i]) == node]
+        rows = (self.parents == node) & self.valid
+        rows[0] = False  # the root is its own parent, not its own child
+        return rows.nonzero().flatten().tolist()
 
     def path(self, node: int) -> list[int]:
         """Rows from the root to ``node``, both included."""
-        rows = [node]
-        while rows[-1] != 0:
-            rows.append(int(self.parents[rows[-1]]))
-        return rows[::-1]
+        col = self.ancestor_table[:, node].tolist()
+        return col[: int(self.depth[node]) + 1][::-1]
+
+
+def _fields(tree: DraftTree) -> tuple[torch.Tensor, ...]:
+    return (tree.tokens, tree.parents, tree.depth, tree.valid, tree.ancestor_table, tree.mask)
+
+
+@dataclass(frozen=True)
+class TreeBatch:
+    """B trees padded to a common capacity and depth, stacked on a leading batch axis."""
+
+    tokens: torch.Tensor  # [B, C+1]
+    parents: torch.Tensor  # [B, C+1]
+    depth: torch.Tensor  # [B, C+1]
+    valid: torch.Tensor  # [B, C+1]
+    ancestor_table: torch.Tensor  # [B, Dmax+1, C+1]
+    mask: torch.Tensor  # [B, C+1, C+1]
+
+    @classmethod
+    def stack(cls, trees: Sequence[DraftTree]) -> TreeBatch:
+        if not trees:
+            raise TreeError("cannot batch zero trees")
+        cap = max(t.capacity for t in trees)
+        rows = max(t.max_depth for t in trees) + 1
+        padded = [t.padded(cap, rows) for t in trees]
+        return cls(*(torch.stack(f) for f in zip(*map(_fields, padded), strict=True)))
+
+    def tree(self, b: int) -> DraftTree:
+        return DraftTree(*(f[b] for f in _fields(self)))  # type: ignore[arg-type]
+
+    def check(self, vocab_size: int | None = None) -> None:
+        for b in range(self.tokens.shape[0]):
+            try:
+                self.tree(b).check(vocab_size)
+            except TreeError as e:
+                raise TreeError(f"batch row {b}: {e}") from None

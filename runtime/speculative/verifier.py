@@ -4,11 +4,13 @@ Greedy: walk from the root; at each node take the child whose token equals the t
 argmax there; the first miss emits the argmax (correction), a full path emits the argmax
 after the last accepted node (bonus). Every emitted token is the target's greedy token.
 
-Sampling (target-compatible rejection sampling, lossless): at a node with target
-distribution p, try its children x in order, each drawn from q; accept x with probability
+Sampling (multi-round speculative sampling, lossless): at a node with target distribution
+p, try its children x in order, each proposed from its q; accept x with probability
 min(1, p(x)/q(x)); on rejection p <- normalize(max(p - q, 0)) and try the next child; when
 none is accepted, sample from p. A chain has one child per node, which is the classic
-speculative sampling of Leviathan et al. and Chen et al.
+speculative sampling of Leviathan et al. and Chen et al. Tree children are the draft's
+top-k picks, deterministic, so their q is a point mass: x is accepted with probability
+p(x) and removed from p on rejection, which keeps siblings (distinct tokens) exact.
 """
 
 from __future__ import annotations
@@ -48,8 +50,6 @@ class Verifier:
         logits = sampler.process(logits, history)
         if sampler.greedy:
             return self._greedy(tree, logits)
-        if draft_probs is None and tree.size:
-            raise ValueError("sampling verification needs the draft's probabilities")
         return self._sample(tree, sampler.probs(logits), draft_probs, sampler)
 
     def _greedy(self, tree: DraftTree, logits: torch.Tensor) -> Verdict:
@@ -78,9 +78,12 @@ class Verifier:
             p = probs[node]
             accepted = None
             for c in children[node]:
-                assert draft_probs is not None
-                q = draft_probs[c - 1]
                 x = tokens[c]
+                if draft_probs is None:  # a deterministic pick: all of q's mass on x
+                    q = torch.zeros_like(p)
+                    q[x] = 1.0
+                else:
+                    q = draft_probs[c - 1]
                 px, qx = float(p[x]), float(q[x])
                 if qx > 0 and sampler.uniform() < min(1.0, px / qx):
                     accepted = c
@@ -101,7 +104,9 @@ class Verifier:
 
 
 def _children(tree: DraftTree) -> list[list[int]]:
-    out: list[list[int]] = [[] for _ in range(tree.size + 1)]
+    out: list[list[int]] = [[] for _ in range(tree.capacity + 1)]
+    valid = tree.valid.tolist()
     for i, p in enumerate(tree.parents.tolist()[1:], start=1):
-        out[p].append(i)
+        if valid[i]:
+            out[p].append(i)
     return out

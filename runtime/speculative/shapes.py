@@ -1,0 +1,135 @@
+"""Tree shapes: how a proposal grows, independent of which draft model grows it.
+
+A shape (chain, static tree, EAGLE-2 dynamic tree) is an algorithm over an ``Expander``: the
+draft model seen as "the distribution of the root's children" plus "feed these nodes, get
+the distributions of their children", batched per tree level. Draft runners that hold a
+model implement ``Expander``; the shape decides which nodes to feed and which to keep, so
+one draft runner serves every shape and one shape serves every draft model.
+
+A ``TreePolicy`` picks the shape of every step: a fixed shape always picks itself, the
+budget dispatcher (``dispatcher.AutoTree``) picks from measured costs and acceptance.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from etspec.errors import EtspecError
+from etspec.runtime.sampling import Sampler
+from etspec.runtime.speculative.draft_runner import Proposal
+
+
+class Expander(Protocol):
+    """One proposal's view of a draft model. Node handle 0 is the root; every call to
+    ``expand`` numbers the nodes it feeds next (1, 2, ... in feeding order)."""
+
+    #: Draft vocabulary id -> target vocabulary id, [Vd] long.
+    target_ids: torch.Tensor
+    #: Target vocabulary size (the verifier's distributions are over it).
+    vocab_size: int
+    #: Model calls made so far.
+    calls: int
+
+    def root(self) -> torch.Tensor:
+        """Logits [Vd] of the root's children."""
+        ...
+
+    def expand(self, parents: Sequence[int], tokens: Sequence[int]) -> torch.Tensor:
+        """Feed nodes (target-vocabulary ``tokens``, children of handles ``parents``);
+        returns the logits [n, Vd] of each fed node's children."""
+        ...
+
+
+@dataclass(frozen=True)
+class ShapeCost:
+    """What a shape asks of the programs per step, for budget checks and cost models."""
+
+    max_nodes: int  # draft nodes verified (the verify width needed is this + 1)
+    max_height: int  # deepest node: most draft tokens one step can accept
+    fed_nodes: int  # nodes fed to the draft model (draft scratch slots needed)
+    levels: int  # draft expansion levels (calls, when a level fits one step width)
+
+
+class TreePolicy(ABC):
+    """Chooses the tree shape of each speculative step."""
+
+    @abstractmethod
+    def candidates(self) -> list[TreeShape]:
+        """Every shape this policy may choose (checked against the artifacts up front)."""
+
+    @abstractmethod
+    def choose(self) -> TreeShape:
+        """The shape for the next step."""
+
+    def observe(self, shape: TreeShape, emitted: int, seconds: float) -> None:  # noqa: B027
+        """Feedback after a step: tokens emitted and its wall time."""
+
+
+class TreeShape(TreePolicy):
+    """A fixed shape; as a policy it always picks itself."""
+
+    name: str
+
+    @property
+    @abstractmethod
+    def cost(self) -> ShapeCost: ...
+
+    @abstractmethod
+    def grow(self, expander: Expander, max_height: int, sampler: Sampler) -> Proposal:
+        """The proposal of one step, at most ``max_height`` levels deep."""
+
+    def candidates(self) -> list[TreeShape]:
+        return [self]
+
+    def choose(self) -> TreeShape:
+        return self
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def top(scores: torch.Tensor, n: int) -> torch.Tensor:
+    """Indices of the ``n`` largest scores; ties keep index order (stable, deterministic)."""
+    return torch.sort(scores, descending=True, stable=True).indices[:n]
+
+
+class ChainShape(TreeShape):
+    """``length`` draft tokens in a line: the top-1 token of each level when greedy, a
+    sample of the draft's (processed) distribution when sampling."""
+
+    def __init__(self, length: int) -> None:
+        if length < 1:
+            raise EtspecError(f"--num-spec-tokens (chain length) must be at least 1, got {length}")
+        self.length = length
+        self.name = f"chain{length}"
+
+    @property
+    def cost(self) -> ShapeCost:
+        return ShapeCost(self.length, self.length, self.length - 1, self.length - 1)
+
+    def grow(self, expander: Expander, max_height: int, sampler: Sampler) -> Proposal:
+        n = min(self.length, max_height)
+        tokens: list[int] = []
+        probs: list[torch.Tensor] = []
+        logits = expander.root()
+        for i in range(n):
+            if i:
+                logits = expander.expand([i - 1], [tokens[-1]])[0]
+            if sampler.greedy:
+                tokens.append(int(expander.target_ids[int(logits.argmax())]))
+                continue
+            q_draft = sampler.probs(logits.reshape(1, -1))
+            tokens.append(int(expander.target_ids[int(sampler.draw(q_draft)[0])]))
+            probs.append(q_draft[0])
+        q = None
+        if probs:
+            # The verifier compares q with target-vocabulary p: scatter draft ids home.
+            draft_q = torch.stack(probs)
+            q = torch.zeros(len(probs), expander.vocab_size)
+            q[:, expander.target_ids] = draft_q
+        return Proposal.chain(tokens, q, expander.calls)
