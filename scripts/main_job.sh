@@ -19,8 +19,14 @@ etspec inspect "$work/draft.pte"
 prompt=1,17,42,7,99,3,250,12
 echo "--- target only"
 etspec generate --target "$work/target.pte" --prompt-ids "$prompt" --max-new-tokens 48
-echo "--- speculative (EAGLE-3 draft, 3 tokens, scratch-commit KV)"
+echo "--- speculative (EAGLE-3 draft, --tree auto: the dispatcher picks the shape)"
 etspec generate --target "$work/target.pte" --draft "$work/draft.pte" --prompt-ids "$prompt" \
-    --max-new-tokens 48 --kv scratch-commit
-echo "--- greedy equivalence"
-etspec validate --target "$work/target.pte" --draft "$work/draft.pte" --max-new-tokens 32
+    --max-new-tokens 48
+echo "--- speculative (EAGLE-2 dynamic tree, scratch-commit KV)"
+etspec generate --target "$work/target.pte" --draft "$work/draft.pte" --prompt-ids "$prompt" \
+    --max-new-tokens 48 --tree dynamic --kv scratch-commit
+echo "--- greedy equivalence (chain, static and dynamic trees)"
+for tree in chain static dynamic; do
+    etspec validate --target "$work/target.pte" --draft "$work/draft.pte" --max-new-tokens 32 \
+        --tree "$tree"
+done

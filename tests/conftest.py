@@ -44,9 +44,7 @@ class Artifacts:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._targets: dict[str, TargetCase] = {}
-        self._draft: DraftCase | None = None
-        self._small_draft: DraftCase | None = None
-        self._tree_draft: DraftCase | None = None
+        self._drafts: dict[str, DraftCase] = {}
 
     def target(self, name: str) -> TargetCase:
         if name not in self._targets:
@@ -59,37 +57,27 @@ class Artifacts:
             self._targets[name] = TargetCase(name, ckpt, pte, hf, EXPORT_OPTIONS[name])
         return self._targets[name]
 
+    def _pair(self, target: str, name: str, spec: Eagle3Spec, step_width: int) -> DraftCase:
+        if name not in self._drafts:
+            case = self.target(target)
+            ckpt = self.root / name
+            state = make_eagle3_checkpoint(ckpt, spec)
+            pte = self.root / f"{name}.pte"
+            opts = DraftExportOptions(backend="xnnpack", step_width=step_width)
+            export_draft(ckpt, case.pte, pte, opts)
+            self._drafts[name] = DraftCase(ckpt, pte, case, state)
+        return self._drafts[name]
+
     def draft(self) -> DraftCase:
-        if self._draft is None:
-            target = self.target("llama_gqa_rope3")
-            ckpt = self.root / "eagle3_draft"
-            state = make_eagle3_checkpoint(ckpt, Eagle3Spec())
-            pte = self.root / "eagle3_draft.pte"
-            export_draft(ckpt, target.pte, pte, DraftExportOptions(backend="xnnpack", step_width=4))
-            self._draft = DraftCase(ckpt, pte, target, state)
-        return self._draft
+        return self._pair("llama_gqa_rope3", "eagle3_draft", Eagle3Spec(), step_width=4)
 
     def small_draft(self) -> DraftCase:
         """The 16-token target and its EAGLE-3 draft: mixed accept/reject, frequent EOS."""
-        if self._small_draft is None:
-            target = self.target("llama_small_vocab")
-            ckpt = self.root / "eagle3_small"
-            state = make_eagle3_checkpoint(ckpt, SMALL_VOCAB_DRAFT)
-            pte = self.root / "eagle3_small.pte"
-            export_draft(ckpt, target.pte, pte, DraftExportOptions(backend="xnnpack", step_width=1))
-            self._small_draft = DraftCase(ckpt, pte, target, state)
-        return self._small_draft
+        return self._pair("llama_small_vocab", "eagle3_small", SMALL_VOCAB_DRAFT, step_width=1)
 
     def tree_draft(self) -> DraftCase:
         """The 16-token pair compiled for trees: verify widths 16 and 72, draft step width 4."""
-        if self._tree_draft is None:
-            target = self.target("llama_tree")
-            ckpt = self.root / "eagle3_tree"
-            state = make_eagle3_checkpoint(ckpt, SMALL_VOCAB_DRAFT)
-            pte = self.root / "eagle3_tree.pte"
-            export_draft(ckpt, target.pte, pte, DraftExportOptions(backend="xnnpack", step_width=4))
-            self._tree_draft = DraftCase(ckpt, pte, target, state)
-        return self._tree_draft
+        return self._pair("llama_tree", "eagle3_tree", SMALL_VOCAB_DRAFT, step_width=4)
 
 
 # Export variants that reuse another entry's model config (and weights: same seed).

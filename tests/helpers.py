@@ -217,3 +217,34 @@ def oracle(prompt: list[int], reference: list[int]):  # type: ignore[no-untyped-
         return full[len(history) :]
 
     return continuation
+
+
+class Truth:
+    """A scripted draft's ``continuation`` that follows the prompt being checked."""
+
+    def __init__(self) -> None:
+        self.continuation = oracle([], [])
+
+    def __call__(self, history: list[int]) -> list[int]:
+        return self.continuation(history)
+
+
+def check_greedy_equivalence(label: str, base, spec, prompts, budgets, truth=None):  # type: ignore[no-untyped-def]
+    """Greedy speculative == target-only per prompt (ties allowed, as ``validate`` does);
+    odd prompts run past EOS so budgets are reached too. Returns (output, comparison) pairs."""
+    from etspec.runtime.validate import compare
+
+    results = []
+    for i, (prompt, budget) in enumerate(zip(prompts, budgets, strict=True)):
+        ignore = i % 2 == 1
+        ref = base.generate(prompt, budget, record_logits=True, ignore_eos=ignore)
+        if truth is not None:
+            truth.continuation = oracle(prompt, ref.token_ids)
+        out = spec.generate(prompt, budget, ignore_eos=ignore)
+        result = compare(i, ref.token_ids, out.token_ids, ref.logits)
+        assert result.passed, (
+            f"{label} prompt {i}: diverged at token {result.diverge_at} (gap {result.gap}): "
+            f"{ref.token_ids} vs {out.token_ids}"
+        )
+        results.append((out, result))
+    return results

@@ -9,7 +9,14 @@ tie (top-2 gap of the target-only logits < 1e-4), and ties are counted and print
 from __future__ import annotations
 
 import pytest
-from helpers import ScriptedDraftRunner, oracle, pair_programs, random_prompts, runners
+from helpers import (
+    ScriptedDraftRunner,
+    Truth,
+    check_greedy_equivalence,
+    pair_programs,
+    random_prompts,
+    runners,
+)
 
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner
@@ -27,17 +34,7 @@ def small_pair(request, artifacts):  # type: ignore[no-untyped-def]
     return request.param, pair_programs(artifacts.small_draft(), request.param)
 
 
-class _Switch:
-    """Per-prompt scripted draft: the target's own continuation, wrong every third step."""
-
-    def __init__(self) -> None:
-        self.continuation = oracle([], [])
-
-    def __call__(self, history: list[int]) -> list[int]:
-        return self.continuation(history)
-
-
-def _draft(kind: str, draft_program, switch: _Switch):  # type: ignore[no-untyped-def]
+def _draft(kind: str, draft_program, switch: Truth):  # type: ignore[no-untyped-def]
     if kind == "eagle3":
         return Eagle3DraftRunner(draft_program)
     if kind == "prompt-lookup":
@@ -50,22 +47,15 @@ def _draft(kind: str, draft_program, switch: _Switch):  # type: ignore[no-untype
 @pytest.mark.parametrize("k", [1, 3, 5])
 def test_greedy_equals_target_only(small_pair, k: int, kv: str, kind: str) -> None:
     mode, (target, draft) = small_pair
-    switch = _Switch()
+    switch = Truth()
     base, spec = runners(target, _draft(kind, draft, switch), k, kv)
+    label = f"{mode} {kind} k={k} {kv}"
     accepted = rejected = eos_in_window = budget_in_window = 0
-    for i, (prompt, budget) in enumerate(zip(PROMPTS, BUDGETS, strict=True)):
-        # Odd prompts run past EOS so that budgets are reached too.
-        ignore = i % 2 == 1
-        ref = base.generate(prompt, budget, record_logits=True, ignore_eos=ignore)
-        switch.continuation = oracle(prompt, ref.token_ids)
-        out = spec.generate(prompt, budget, ignore_eos=ignore)
-        result = compare(i, ref.token_ids, out.token_ids, ref.logits)
-        assert result.passed, (
-            f"{mode} {kind} k={k} {kv} prompt {i}: diverged at token {result.diverge_at} "
-            f"(gap {result.gap}): {ref.token_ids} vs {out.token_ids}"
-        )
+    for i, (out, result) in enumerate(
+        check_greedy_equivalence(label, base, spec, PROMPTS, BUDGETS, switch)
+    ):
         if result.tie:
-            _TIES.append((f"{mode}/{kind}/k{k}/{kv}", i, result.gap))
+            _TIES.append((label, i, result.gap))
         accepted += out.stats.accepted_tokens
         rejected += out.stats.rejected_tokens
         eos_in_window += out.stop_reason == "eos" and out.last_offered > 1

@@ -14,14 +14,21 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import ScriptedTreeDraftRunner, oracle, pair_programs, random_prompts, runners
+from helpers import (
+    ScriptedTreeDraftRunner,
+    Truth,
+    check_greedy_equivalence,
+    oracle,
+    pair_programs,
+    random_prompts,
+    runners,
+)
 
 from etspec.contract import TARGET_DECODE, TARGET_RESET
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 from etspec.runtime.speculative.static_tree import StaticTree
 from etspec.runtime.speculative.verifier import Verdict, Verifier
-from etspec.runtime.validate import compare
 
 V = 16
 SHAPES = {
@@ -63,36 +70,20 @@ class RecordingVerifier(Verifier):
         return verdict
 
 
-class _Truth:
-    def __init__(self) -> None:
-        self.continuation = oracle([], [])
-
-    def __call__(self, history: list[int]) -> list[int]:
-        return self.continuation(history)
-
-
 @pytest.mark.parametrize("draft_kind", ["eagle3", "scripted"])
 @pytest.mark.parametrize("kv", KV)
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_tree_greedy_equals_target_only(tree_pair, shape: str, kv: str, draft_kind: str) -> None:  # type: ignore[no-untyped-def]
     mode, (target, draft) = tree_pair
-    truth = _Truth()
+    truth = Truth()
     if draft_kind == "eagle3":
         runner = Eagle3DraftRunner(draft)
     else:
         runner = ScriptedTreeDraftRunner(truth, V, lambda s: SCHEDULE[s % len(SCHEDULE)])
     recorder = RecordingVerifier()
     base, spec = runners(target, runner, SHAPES[shape], kv, recorder)
-    for i, (prompt, budget) in enumerate(zip(PROMPTS, BUDGETS, strict=True)):
-        ignore = i % 2 == 1
-        ref = base.generate(prompt, budget, record_logits=True, ignore_eos=ignore)
-        truth.continuation = oracle(prompt, ref.token_ids)
-        out = spec.generate(prompt, budget, ignore_eos=ignore)
-        result = compare(i, ref.token_ids, out.token_ids, ref.logits)
-        assert result.passed, (
-            f"{mode} {draft_kind} {shape} {kv} prompt {i}: diverged at {result.diverge_at}: "
-            f"{ref.token_ids} vs {out.token_ids}"
-        )
+    label = f"{mode} {draft_kind} {shape} {kv}"
+    check_greedy_equivalence(label, base, spec, PROMPTS, BUDGETS, truth)
     if draft_kind == "scripted":
         assert recorder.not_first_branch > 0, "no step accepted a path off the first branch"
         assert recorder.root_only > 0, "no step emitted only the root's token"

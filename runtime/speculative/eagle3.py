@@ -47,7 +47,6 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         d2t = torch.as_tensor(d2t, dtype=torch.long)
         # Draft id i is target id i + d2t[i].
         self.target_ids = torch.arange(meta.draft_vocab_size) + d2t
-        self._step_rows = torch.arange(meta.step_width)
         self._scratch_slots = meta.max_context + torch.arange(self.scratch)
         self._extend_rows = torch.arange(meta.extend_width)
         self._logits = torch.empty(0)
