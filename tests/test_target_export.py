@@ -198,7 +198,7 @@ def test_methods_share_kv_cache(artifacts, tmp_path) -> None:
     )
     model = build_target(ckpt, opts)
     meta = target_metadata(model, opts, None)
-    methods = target_methods(model, 8, 2)
+    methods = target_methods(model, 8, (2,))
     needed = {name: methods[name] for name in (TARGET_PREFILL, TARGET_DECODE, TARGET_RESET)}
     for share in (False, True):
         data = lower(needed, meta.constant_methods(), "xnnpack", "t", share_cache=share)
