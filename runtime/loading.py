@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from etspec.contract import TargetMetadata
 from etspec.errors import EtspecError
 from etspec.runtime.program import Program, PteProgram, load_pair
 from etspec.runtime.runner import TextLLMRunner
@@ -60,22 +59,33 @@ def _programs(spec: RunnerSpec) -> tuple[Program, Program | None]:
     return PteProgram.load(spec.target, expect="target"), None
 
 
-def load_runners(spec: RunnerSpec) -> tuple[TextLLMRunner, TextLLMRunner | None]:
-    """(target-only runner, speculative runner or None); both share one target program."""
+def _check_method(spec: RunnerSpec) -> None:
     if spec.draft_method not in DRAFT_METHODS:
         raise EtspecError(
             f"unknown draft method {spec.draft_method!r}; choose {', '.join(DRAFT_METHODS)}"
         )
     if spec.draft_method == "prompt-lookup" and spec.draft is not None:
         raise EtspecError("--draft-method prompt-lookup uses no draft file; drop --draft")
+
+
+def load_runners(spec: RunnerSpec) -> tuple[TextLLMRunner, TextLLMRunner | None]:
+    """(target-only runner, speculative runner or None); both share one target program."""
+    _check_method(spec)
     target, draft = _programs(spec)
     base = TextLLMRunner(target, reference=spec.reference)
     if not spec.speculative:
         return base, None
+    return base, speculative_runner(spec, base, draft, spec.tree)
+
+
+def speculative_runner(
+    spec: RunnerSpec, base: TextLLMRunner, draft: Program | None, tree: TreeSettings
+) -> TextLLMRunner:
+    """A speculative runner over ``base``'s target program (loaded once, shared)."""
     from etspec.runtime.speculative.generator import SpeculativeTokenGenerator
 
-    meta = target.metadata
-    assert isinstance(meta, TargetMetadata)
+    target = base.target
+    meta = base.meta
     runner: SpeculativeDraftRunner
     if draft is not None:
         from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
@@ -89,6 +99,18 @@ def load_runners(spec: RunnerSpec) -> tuple[TextLLMRunner, TextLLMRunner | None]
     def calibrate() -> StepCosts:
         return measure_costs(target, draft)
 
-    policy = spec.tree.policy(meta, runner.branching, calibrate)
+    policy = tree.policy(meta, runner.branching, calibrate)
     gen = SpeculativeTokenGenerator(runner, meta, policy, spec.kv_strategy)
-    return base, TextLLMRunner(target, gen, base.tokenizer, reference=spec.reference)
+    return TextLLMRunner(target, gen, base.tokenizer, reference=spec.reference)
+
+
+def load_systems(
+    spec: RunnerSpec, trees: list[TreeSettings]
+) -> tuple[TextLLMRunner, dict[str, TextLLMRunner]]:
+    """Target-only runner plus one speculative runner per tree setting, one loaded pair."""
+    _check_method(spec)
+    target, draft = _programs(spec)
+    base = TextLLMRunner(target, reference=spec.reference)
+    if not spec.speculative:
+        return base, {}
+    return base, {t.mode: speculative_runner(spec, base, draft, t) for t in trees}

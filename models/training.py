@@ -1,0 +1,111 @@
+"""Full-sequence forwards for training, over the very modules (and weights) that export.
+
+The exported methods run one call's rows against a static cache; training wants a batch of
+whole sequences at once. These functions reuse the layers' parameters with batched
+attention, so a trained checkpoint is exactly the model that exports.
+
+``draft_ttt_forward`` unrolls EAGLE-3's training-time test with the attention pattern the
+runtime's drafting uses: at unroll step k, the row for draft position j (fed the target's
+state at j and the token at j + 1 at step 0) is fed the token at j + k + 1 and its own
+output state of step k - 1, sits at RoPE position j + k, and sees the step-0 keys of
+positions 0..j plus its own keys of steps 1..k. That is exactly a depth-k chain node in
+``Eagle3DraftRunner`` after committing j + 1 rows (``tests/test_training.py`` checks it).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from etspec.models.eagle3 import Eagle3Draft
+from etspec.models.layers import Attention
+from etspec.models.llama import LlamaTarget
+from etspec.models.rope import apply_rope
+
+
+def _qkv(
+    attn: Attention, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """[B, T, in] -> q [B, Hq, T, D], k and v [B, Hq, T, D] (KV heads repeated as HF does)."""
+    b, t, _ = x.shape
+    d, hq, hkv = attn.head_dim, attn.num_heads, attn.num_kv_heads
+    q = apply_rope(attn.q_proj(x).view(b, t, hq, d).transpose(1, 2), cos, sin)
+    k = apply_rope(attn.k_proj(x).view(b, t, hkv, d).transpose(1, 2), cos, sin)
+    v = attn.v_proj(x).view(b, t, hkv, d).transpose(1, 2)
+    if hq != hkv:
+        k = k.repeat_interleave(hq // hkv, dim=1)
+        v = v.repeat_interleave(hq // hkv, dim=1)
+    return q, k, v
+
+
+def _merge(attn: Attention, out: torch.Tensor) -> torch.Tensor:
+    b, _, t, _ = out.shape
+    return attn.o_proj(out.transpose(1, 2).reshape(b, t, -1))
+
+
+def target_forward(model: LlamaTarget, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Causal forward of ``tokens`` [B, T] from position 0.
+
+    Returns logits [B, T, V] and the tapped hidden states [B, T, taps * H] in the order of
+    ``model.hidden_spec`` (what ``target_prefill`` returns row by row).
+    """
+    t = tokens.shape[1]
+    cos, sin = model.rope_cos[:t], model.rope_sin[:t]
+    x = model.embed_tokens(tokens)
+    taps: dict[int, torch.Tensor] = {}
+    wanted = set(model.hidden_spec.layers)
+    for i, layer in enumerate(model.layers):
+        if i in wanted:
+            taps[i] = x
+        q, k, v = _qkv(layer.self_attn, layer.input_layernorm(x), cos, sin)
+        attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + _merge(layer.self_attn, attn)
+        x = x + layer.mlp(layer.post_attention_layernorm(x))
+    taps[len(model.layers)] = x
+    hidden = torch.cat([taps[i] for i in model.hidden_spec.layers], dim=-1)
+    return model.lm_head(model.norm(x)), hidden
+
+
+def draft_ttt_forward(
+    model: Eagle3Draft, tokens: torch.Tensor, target_hidden: torch.Tensor, steps: int
+) -> list[torch.Tensor]:
+    """Unrolled EAGLE-3 training-time test; returns draft logits [B, T, Vd] per step.
+
+    ``tokens`` [B, T] and ``target_hidden`` [B, T, taps * Ht] are aligned (the target's
+    state at position j was computed with tokens 0..j). Row j of step k predicts the token
+    at position j + k + 2; rows whose inputs run past the sequence are fed token 0 and must
+    be masked out of the loss by the caller.
+    """
+    t = tokens.shape[1]
+    layer = model.midlayer
+    attn = layer.self_attn
+    scale = attn.head_dim**-0.5
+    causal = torch.ones(t, t, dtype=torch.bool).tril()
+    state = model.fuse(target_hidden)
+    keys: list[tuple[torch.Tensor, torch.Tensor]] = []
+    outputs = []
+    for k in range(steps):
+        ids = F.pad(tokens[:, k + 1 :], (0, k + 1))
+        pos = torch.arange(k, t + k).clamp(max=model.rope_cos.shape[0] - 1)
+        x = torch.cat(
+            (layer.input_layernorm(model.embed_tokens(ids)), layer.hidden_norm(state)), -1
+        )
+        q, key, value = _qkv(attn, x, model.rope_cos[pos], model.rope_sin[pos])
+        if k == 0:
+            keys.append((key, value))
+            out = F.scaled_dot_product_attention(q, key, value, attn_mask=causal)
+        else:
+            keys.append((key, value))
+            k0, v0 = keys[0]
+            scores = torch.matmul(q, k0.transpose(-1, -2)) * scale
+            scores = scores.masked_fill(~causal, float("-inf"))
+            # Own chain: the diagonal of each later step's keys (one entry per step).
+            diag = [(q * ks).sum(-1, keepdim=True) * scale for ks, _ in keys[1:]]
+            probs = torch.softmax(torch.cat([scores, *diag], dim=-1), dim=-1)
+            out = torch.matmul(probs[..., :t], v0)
+            for s, (_, vs) in enumerate(keys[1:]):
+                out = out + probs[..., t + s : t + s + 1] * vs
+        h = state + _merge(attn, out)
+        state = h + layer.mlp(layer.post_attention_layernorm(h))
+        outputs.append(model.logits(state))
+    return outputs

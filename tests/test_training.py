@@ -1,0 +1,184 @@
+"""Training code: the sequence forwards equal the exported methods, the EAGLE-3 unroll equals
+the runtime's drafting, and both training scripts produce checkpoints the loaders accept."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+from tiny import Eagle3Spec, make_eagle3_checkpoint, make_hf_target, write_tokenizer
+
+from etspec.models.training import draft_ttt_forward, target_forward
+from etspec.runtime.eager import eager_draft, eager_target
+from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner, _Expansion
+
+ATOL = 1e-4
+TARGET = "llama_gqa_rope3"  # 6 layers, vocab 256, GQA, llama3 RoPE scaling
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("training_pair")
+    make_hf_target(TARGET, root / "target")
+    write_tokenizer(root / "target", 256)
+    make_eagle3_checkpoint(root / "draft", Eagle3Spec(aux_layer_ids=(2, 3, 3)))
+    target = eager_target(root / "target", max_seq=64, prefill_chunk=64, verify_width=4)
+    draft = eager_draft(root / "draft", target, step_width=1)
+    return root, target, draft
+
+
+def test_target_forward_matches_prefill_method(pair) -> None:  # type: ignore[no-untyped-def]
+    _, target, _ = pair
+    tokens = torch.randint(0, 256, (2, 64), generator=torch.Generator().manual_seed(0))
+    logits, hidden = target_forward(target.model, tokens)
+    for b in range(2):
+        target.run("target_reset")
+        last, rows = target.run("target_prefill", tokens[b], torch.arange(64), torch.tensor([63]))
+        torch.testing.assert_close(hidden[b], rows, atol=ATOL, rtol=0)
+        torch.testing.assert_close(logits[b, 63:], last, atol=ATOL, rtol=0)
+
+
+def test_ttt_unroll_matches_runtime_chain_drafting(pair) -> None:  # type: ignore[no-untyped-def]
+    """Step k, row j of the unroll == the depth-k chain node the runner feeds after
+    committing j + 1 rows, with the data's tokens as the chain."""
+    _, target, draft = pair
+    steps, t = 3, 40
+    tokens = torch.randint(0, 256, (1, t), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        _, hidden = target_forward(target.model, tokens)
+        unrolled = draft_ttt_forward(draft.model, tokens, hidden, steps)
+    runner = Eagle3DraftRunner(draft)
+    ids = tokens[0].tolist()
+    for j in (0, 7, 30):
+        runner.reset()
+        runner.prefill(ids[: j + 1], ids[j + 1], hidden[0, : j + 1])
+        grow = _Expansion(runner)
+        torch.testing.assert_close(grow.root(), unrolled[0][0, j], atol=ATOL, rtol=0)
+        for k in range(1, steps):
+            logits = grow.expand([k - 1], [ids[j + k + 1]])
+            torch.testing.assert_close(logits[0], unrolled[k][0, j], atol=ATOL, rtol=0)
+
+
+def _markov_corpus(root: Path, vocab: int, files: int = 24, words: int = 600) -> None:
+    """Word-level text the tiny tokenizer maps to ids: a sparse random Markov chain."""
+    rng = random.Random(0)
+    succ = {i: rng.sample(range(1, vocab), 3) for i in range(1, vocab)}
+    root.mkdir()
+    for f in range(files):
+        w = rng.randrange(1, vocab)
+        out = []
+        for _ in range(words):
+            out.append(f"w{w}")
+            w = rng.choice(succ[w])
+        (root / f"m{f:02d}.py").write_text(" ".join(out))
+
+
+def _train_draft(target_dir: Path, data: Path, out: Path, steps: int) -> dict:  # type: ignore[type-arg]
+    from train_draft import main
+
+    args = [
+        "--target",
+        str(target_dir),
+        "--out",
+        str(out),
+        "--data-root",
+        str(data),
+        "--draft-vocab",
+        "128",
+        "--seq-len",
+        "64",
+        "--batch",
+        "4",
+        "--ttt-steps",
+        "3",
+        "--steps",
+        str(steps),
+        "--lr",
+        "3e-3",
+        "--warmup",
+        "5",
+        "--device",
+        "cpu",
+    ]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads((out / "training.json").read_text())
+
+
+def test_train_draft_on_tiny_target(pair, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Acceptance: a short run on a tiny random target writes an official-layout draft that
+    the loader pairs with the target, and training moves the draft towards the target."""
+    root, target, _ = pair
+    data = tmp_path / "corpus"
+    _markov_corpus(data, 256)
+    before = _train_draft(root / "target", data, tmp_path / "d0", steps=0)
+    after = _train_draft(root / "target", data, tmp_path / "d1", steps=30)
+    assert after["held_out_loss"] < before["held_out_loss"] - 0.1
+    draft = eager_draft(tmp_path / "d1", target, step_width=1)  # validates the pair
+    cfg = json.loads((tmp_path / "d1" / "config.json").read_text())
+    assert cfg["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 3, 3]
+    # d2t maps the 128 most frequent corpus ids; every mapped id is a real target id.
+    ids = torch.arange(128) + draft.model.d2t
+    assert ids.unique().numel() == 128 and int(ids.max()) < 256
+    assert draft.model.t2d.sum() == 128 and bool(draft.model.t2d[ids].all())
+
+
+def test_train_target_writes_a_transformers_checkpoint(tmp_path: Path) -> None:
+    """A few steps on a small stdlib folder; transformers loads the folder and agrees."""
+    import email
+
+    from train_target import main
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    from etspec.models.llama import LlamaTarget
+
+    data = Path(email.__file__).parent
+    out = tmp_path / "t"
+    args = [
+        "--out",
+        str(out),
+        "--data-root",
+        str(data),
+        "--vocab",
+        "400",
+        "--hidden",
+        "32",
+        "--layers",
+        "4",
+        "--heads",
+        "2",
+        "--kv-heads",
+        "1",
+        "--intermediate",
+        "64",
+        "--seq-len",
+        "64",
+        "--batch",
+        "2",
+        "--steps",
+        "6",
+        "--save-every",
+        "3",
+        "--device",
+        "cpu",
+    ]
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    card = json.loads((out / "training.json").read_text())
+    assert card["steps"] == 6 and card["held_out_loss"] > 0
+    hf = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    ours = LlamaTarget.from_checkpoint(out, max_context=64, scratch=0)
+    tok = PreTrainedTokenizerFast.from_pretrained(out)
+    ids = torch.tensor([tok("def f(x):\n    return x + 1\n")["input_ids"]])
+    with torch.no_grad():
+        ref = hf(ids).logits
+        got, _ = target_forward(ours, ids)
+    torch.testing.assert_close(got, ref, atol=ATOL, rtol=0)
+    # Resuming a finished run changes nothing but reloads the saved state.
+    result = CliRunner().invoke(main, [*args, "--resume"], catch_exceptions=False)
+    assert "resumed at step 6" in result.output
