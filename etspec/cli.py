@@ -524,7 +524,8 @@ def validate(**kw: Any) -> None:
 @click.option(
     "--trees",
     default=None,
-    help="Comma-separated tree modes to run side by side [default: the --tree mode].",
+    help="Comma-separated tree modes (auto, chain, ...) or fixed shapes (chain3, N7, "
+    "dynamic-d3k4t16) to run side by side [default: the --tree mode].",
 )
 @click.option("--temperature", default=0.0, show_default=True, type=float, help="0 is greedy.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Sampling seed.")
@@ -546,20 +547,26 @@ def bench(**kw: Any) -> None:
     from etspec.runtime.bench import BASELINE, load_prompts, manifest, run_system, summarize
     from etspec.runtime.loading import load_systems
     from etspec.runtime.sampling import SamplingConfig
-    from etspec.runtime.speculative.dispatcher import TREE_MODES
+    from etspec.runtime.speculative.dispatcher import TREE_MODES, shape_by_name
 
     out = kw["json_out"]
     if out is not None and out.exists() and not kw["force"]:
         raise EtspecError(f"{out} exists; pass --force to overwrite it")
     spec = _spec(kw)
-    modes = [m.strip() for m in (kw["trees"] or spec.tree.mode).split(",") if m.strip()]
-    unknown = [m for m in modes if m not in TREE_MODES]
-    if unknown:
-        raise EtspecError(f"unknown tree mode {unknown[0]!r}; choose from {', '.join(TREE_MODES)}")
+    names = [m.strip() for m in (kw["trees"] or spec.tree.mode).split(",") if m.strip()]
+    trees: dict[str, Any] = {}
+    for n in names:
+        try:
+            trees[n] = replace(spec.tree, mode=n) if n in TREE_MODES else shape_by_name(n)
+        except EtspecError:
+            raise EtspecError(
+                f"unknown tree {n!r} in --trees: use a mode ({', '.join(TREE_MODES)}) or a "
+                "shape name (chain3, N7, D3xBF2, dynamic-d3k4t16)"
+            ) from None
     sampling = SamplingConfig(kw["temperature"], 0, 1.0, kw["seed"])
     sampling.check()
     prompts = load_prompts(kw["prompts"], kw["num_prompts"])
-    base, speculative = load_systems(spec, [replace(spec.tree, mode=m) for m in modes])
+    base, speculative = load_systems(spec, trees)
     systems = {BASELINE: base, **speculative}
     records = {}
     for name, runner in systems.items():
@@ -568,6 +575,10 @@ def bench(**kw: Any) -> None:
                 runner, prompts, kw["max_new_tokens"], sampling, lambda _, b=bar: b.update()
             )
     summary = summarize(records)
+    for name, runner in speculative.items():
+        report = getattr(getattr(runner.generator, "policy", None), "report", None)
+        if report is not None:  # what --tree auto measured for each candidate
+            summary[name]["auto_report"] = report()
     click.echo(format_table(summary))
     if out is not None:
         settings = {

@@ -11,6 +11,7 @@ from etspec.runtime.program import Program, PteProgram, load_pair
 from etspec.runtime.runner import TextLLMRunner
 from etspec.runtime.speculative.dispatcher import StepCosts, TreeSettings, measure_costs
 from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
+from etspec.runtime.speculative.shapes import TreePolicy
 
 DRAFT_METHODS = ("eagle3", "prompt-lookup")
 
@@ -79,7 +80,10 @@ def load_runners(spec: RunnerSpec) -> tuple[TextLLMRunner, TextLLMRunner | None]
 
 
 def speculative_runner(
-    spec: RunnerSpec, base: TextLLMRunner, draft: Program | None, tree: TreeSettings
+    spec: RunnerSpec,
+    base: TextLLMRunner,
+    draft: Program | None,
+    tree: TreeSettings | TreePolicy,
 ) -> TextLLMRunner:
     """A speculative runner over ``base``'s target program (loaded once, shared)."""
     from etspec.runtime.speculative.generator import SpeculativeTokenGenerator
@@ -99,18 +103,21 @@ def speculative_runner(
     def calibrate() -> StepCosts:
         return measure_costs(target, draft)
 
-    policy = tree.policy(meta, runner.branching, calibrate)
+    policy = (
+        tree.policy(meta, runner.branching, calibrate) if isinstance(tree, TreeSettings) else tree
+    )
     gen = SpeculativeTokenGenerator(runner, meta, policy, spec.kv_strategy)
     return TextLLMRunner(target, gen, base.tokenizer, reference=spec.reference)
 
 
 def load_systems(
-    spec: RunnerSpec, trees: list[TreeSettings]
+    spec: RunnerSpec, trees: dict[str, TreeSettings | TreePolicy]
 ) -> tuple[TextLLMRunner, dict[str, TextLLMRunner]]:
-    """Target-only runner plus one speculative runner per tree setting, one loaded pair."""
+    """Target-only runner plus one speculative runner per named tree setting or fixed
+    shape, all over one loaded pair."""
     _check_method(spec)
     target, draft = _programs(spec)
     base = TextLLMRunner(target, reference=spec.reference)
     if not spec.speculative:
         return base, {}
-    return base, {t.mode: speculative_runner(spec, base, draft, t) for t in trees}
+    return base, {name: speculative_runner(spec, base, draft, t) for name, t in trees.items()}

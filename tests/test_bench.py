@@ -132,18 +132,21 @@ def test_cli_bench_runs_side_by_side_and_writes_json(artifacts, tmp_path: Path) 
         "--max-new-tokens",
         "12",
         "--trees",
-        "chain,auto",
+        "chain,auto,chain2",
         "--json",
         str(out),
     ]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     report = json.loads(out.read_text())
-    assert set(report["records"]) == {BASELINE, "chain", "auto"}
-    for name in ("chain", "auto"):
+    assert set(report["records"]) == {BASELINE, "chain", "auto", "chain2"}
+    for name in ("chain", "auto", "chain2"):
         assert report["summary"][name]["identical"] == 3  # greedy: same ids as target-only
         assert len(report["records"][name]) == 3
     assert report["manifest"]["settings"]["max_new_tokens"] == 12
+    auto = report["summary"]["auto"]["auto_report"]  # the dispatcher's per-candidate record
+    assert auto and all(r["steps"] >= 0 for r in auto.values())
+    assert "auto_report" not in report["summary"]["chain2"]
     assert "| chain |" in res.output
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 1 and "exists; pass --force" in again.output

@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from etspec.errors import EtspecError
-from etspec.runtime.speculative.dispatcher import AutoTree, StepCosts, TreeSettings, auto_candidates
+from etspec.runtime.speculative.dispatcher import (
+    AutoTree,
+    StepCosts,
+    TreeSettings,
+    auto_candidates,
+    shape_by_name,
+)
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.shapes import ChainShape
 from etspec.runtime.speculative.static_tree import StaticTree
@@ -70,6 +76,10 @@ def test_auto_candidates_follow_the_artifact() -> None:
     assert names == ["chain3", "N3", "chain7", "N15", "dynamic-d3k4t16"]
     assert all(s.cost.max_nodes + 1 <= 16 for s in auto_candidates(meta, True))
     assert [s.name for s in auto_candidates(meta, branching=False)] == ["chain3", "chain7"]
+    # Every candidate can be run as a fixed shape by its reported name (bench --trees).
+    for shape in auto_candidates(meta, True):
+        again = shape_by_name(shape.name)
+        assert again.name == shape.name and again.cost == shape.cost
     assert TreeSettings("dynamic").policy(meta, True).name == "dynamic-d3k4t16"  # type: ignore[attr-defined]
     assert TreeSettings("static", static_tree="D2xBF2").policy(meta, True).name == "D2xBF2"  # type: ignore[attr-defined]
     with pytest.raises(EtspecError, match="unknown --tree 'bush'"):

@@ -16,6 +16,7 @@ shape that emits the most tokens per second on this artifact and this machine:
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -161,6 +162,19 @@ class AutoTree(TreePolicy):
                 "predicted_step_s": self.costs.predict(s, self.widths) if self.costs else 0.0,
             }
         return out
+
+
+def shape_by_name(name: str) -> TreeShape:
+    """A fixed shape from the name stats and ``AutoTree.report()`` give it: ``chain3``,
+    ``dynamic-d3k4t16``, or a static tree (``N7``, ``D3xBF2``)."""
+    chain = re.fullmatch(r"chain(\d+)", name)
+    if chain:
+        return ChainShape(int(chain.group(1)))
+    dynamic = re.fullmatch(r"dynamic-d(\d+)k(\d+)t(\d+)", name)
+    if dynamic:
+        depth, topk, total = (int(g) for g in dynamic.groups())
+        return DynamicTree(depth=depth, topk=topk, total_tokens=total)
+    return StaticTree.parse(name)
 
 
 def default_dynamic(width: int, topk: int = 4) -> DynamicTree:
