@@ -4,7 +4,8 @@
 # target alone: acceptance stats, tokens/s of both, and whether the outputs are identical.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q -e '.[bench]' >/dev/null
+log=$(mktemp)
+python3 -m pip install -q -e '.[bench]' >"$log" 2>&1 || { cat "$log"; exit 1; }
 work=${ETSPEC_WORK:-.etspec-cache}
 target=checkpoints/etspec-code-14m
 draft=checkpoints/etspec-code-14m-eagle3

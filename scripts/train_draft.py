@@ -32,6 +32,7 @@ from code_corpus import encode, read_texts, stdlib_root
 from safetensors.torch import save_file
 from torch import nn
 from tqdm import tqdm
+from train_state import load_state, save_state
 
 from etspec.contract import default_eagle3_layers
 from etspec.models.checkpoint import read_config
@@ -166,9 +167,9 @@ def evaluate(
 @click.option("--ttt-steps", default=7, show_default=True, help="Training-time-test unroll.")
 @click.option("--seq-len", default=512, show_default=True)
 @click.option("--batch", default=4, show_default=True, help="Per process.")
-@click.option("--steps", default=1000, show_default=True)
-@click.option("--lr", default=1e-3, show_default=True)
-@click.option("--warmup", default=50, show_default=True)
+@click.option("--steps", default=600, show_default=True)
+@click.option("--lr", default=2e-3, show_default=True)
+@click.option("--warmup", default=30, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--save-every", default=100, show_default=True)
 @click.option("--resume/--no-resume", default=False, help="Continue from OUT/train_state.pt.")
@@ -233,13 +234,7 @@ def main(
     params = [p for p in draft.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     out.mkdir(parents=True, exist_ok=True)
-    state_file = out / "train_state.pt"
-    start = 0
-    if resume and state_file.is_file():
-        state = torch.load(state_file, map_location=device, weights_only=False)
-        draft.load_state_dict(state["draft"])
-        opt.load_state_dict(state["optimizer"])
-        start = state["step"]
+    start = load_state(out, draft, opt, device) if resume else 0
     if lead:
         click.echo(
             f"corpus {len(train):,} train tokens; draft vocab {size} covers "
@@ -272,11 +267,7 @@ def main(
                 loss=f"{loss.item():.3f}", acc0=f"{acc[0].item():.2f}", accN=f"{acc[-1].item():.2f}"
             )
         if lead and ((step + 1) % save_every == 0 or step + 1 == steps):
-            tmp = state_file.with_suffix(".tmp")
-            torch.save(
-                {"draft": draft.state_dict(), "optimizer": opt.state_dict(), "step": step + 1}, tmp
-            )
-            tmp.replace(state_file)
+            save_state(out, draft, opt, step + 1)
     if world > 1:
         dist.barrier()
     if lead:

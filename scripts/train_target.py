@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from code_corpus import EOT, encode, read_texts, stdlib_root, train_tokenizer, write_tokenizer_files
 from safetensors.torch import save_file
 from tqdm import tqdm
+from train_state import load_state, save_state
 
 from etspec.models.config import DecoderConfig
 from etspec.models.llama import LlamaTarget
@@ -108,10 +109,10 @@ def save_checkpoint(model: LlamaTarget, config: dict, tok, out: Path, dtype: tor
 @click.option("--kv-heads", default=2, show_default=True)
 @click.option("--intermediate", default=768, show_default=True)
 @click.option("--seq-len", default=512, show_default=True)
-@click.option("--batch", default=8, show_default=True)
-@click.option("--steps", default=2000, show_default=True)
+@click.option("--batch", default=4, show_default=True)
+@click.option("--steps", default=1200, show_default=True)
 @click.option("--lr", default=2e-3, show_default=True)
-@click.option("--warmup", default=100, show_default=True)
+@click.option("--warmup", default=50, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--save-every", default=100, show_default=True)
 @click.option("--resume/--no-resume", default=False, help="Continue from OUT/train_state.pt.")
@@ -174,13 +175,8 @@ def main(
             torch.nn.init.normal_(p, std=std)
     model.to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=a["lr"], betas=(0.9, 0.95), weight_decay=0.1)
-    state_file = out / "train_state.pt"
-    start = 0
-    if resume and state_file.is_file():
-        state = torch.load(state_file, map_location=device, weights_only=False)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        start = state["step"]
+    start = load_state(out, model, opt, device) if resume else 0
+    if start:
         click.echo(f"resumed at step {start}")
     bar = tqdm(range(start, steps), initial=start, total=steps, desc="train target")
     loss = torch.zeros(())
@@ -197,11 +193,7 @@ def main(
         if step % 10 == 0:
             bar.set_postfix(loss=f"{loss.item():.3f}")
         if (step + 1) % save_every == 0 or step + 1 == steps:
-            tmp = state_file.with_suffix(".tmp")
-            torch.save(
-                {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step + 1}, tmp
-            )
-            tmp.replace(state_file)
+            save_state(out, model, opt, step + 1)
     model.eval()
     dtype = getattr(torch, save_dtype)
     with torch.no_grad():  # evaluate exactly the weights that ship
