@@ -91,11 +91,10 @@ def draft_ttt_forward(
             (layer.input_layernorm(model.embed_tokens(ids)), layer.hidden_norm(state)), -1
         )
         q, key, value = _qkv(attn, x, model.rope_cos[pos], model.rope_sin[pos])
+        keys.append((key, value))
         if k == 0:
-            keys.append((key, value))
             out = F.scaled_dot_product_attention(q, key, value, attn_mask=causal)
         else:
-            keys.append((key, value))
             k0, v0 = keys[0]
             scores = torch.matmul(q, k0.transpose(-1, -2)) * scale
             scores = scores.masked_fill(~causal, float("-inf"))

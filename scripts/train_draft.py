@@ -38,7 +38,6 @@ from etspec.contract import default_eagle3_layers
 from etspec.models.checkpoint import read_config
 from etspec.models.eagle3 import Eagle3Config, Eagle3Draft
 from etspec.models.llama import LlamaTarget
-from etspec.models.rope import RopeConfig
 from etspec.models.training import draft_ttt_forward, target_forward
 
 STEP_DECAY = 0.8
@@ -98,7 +97,6 @@ def build_draft(
         "torch_dtype": "float32",
     }
     cfg = Eagle3Config.from_hf(config)
-    assert isinstance(cfg.rope, RopeConfig)
     torch.manual_seed(seed)
     draft = Eagle3Draft(cfg, max_context=max_context, scratch=0)
     with torch.no_grad():
