@@ -544,7 +544,7 @@ def bench(**kw: Any) -> None:
 
     from tqdm import tqdm
 
-    from etspec.runtime.bench import BASELINE, load_prompts, manifest, run_system, summarize
+    from etspec.runtime.bench import BASELINE, load_prompts, manifest, run_systems, summarize
     from etspec.runtime.loading import load_systems
     from etspec.runtime.sampling import SamplingConfig
     from etspec.runtime.speculative.dispatcher import TREE_MODES, shape_by_name
@@ -568,12 +568,8 @@ def bench(**kw: Any) -> None:
     prompts = load_prompts(kw["prompts"], kw["num_prompts"])
     base, speculative = load_systems(spec, trees)
     systems = {BASELINE: base, **speculative}
-    records = {}
-    for name, runner in systems.items():
-        with tqdm(total=len(prompts), desc=name, leave=False) as bar:
-            records[name] = run_system(
-                runner, prompts, kw["max_new_tokens"], sampling, lambda _, b=bar: b.update()
-            )
+    with tqdm(total=len(prompts), desc="prompts", leave=False) as bar:
+        records = run_systems(systems, prompts, kw["max_new_tokens"], sampling, bar.update)
     summary = summarize(records)
     for name, runner in speculative.items():
         report = getattr(getattr(runner.generator, "policy", None), "report", None)

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from etspec.errors import ArtifactError, MetadataMismatchError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: draft_extend per verify width
 
 # Method names of a target program.
 TARGET_PREFILL = "target_prefill"
@@ -45,6 +45,12 @@ DRAFT_COMMIT = "draft_commit"
 DRAFT_RESET = "draft_reset"
 DRAFT_D2T = "draft_d2t"
 DRAFT_METHODS = (DRAFT_PREFILL, DRAFT_EXTEND, DRAFT_STEP, DRAFT_COMMIT, DRAFT_RESET)
+
+
+def extend_method_name(width: int, widest: int) -> str:
+    """``draft_extend`` is the widest extend method; narrower ones are ``draft_extend_<K>``."""
+    return DRAFT_EXTEND if width == widest else f"{DRAFT_EXTEND}_{width}"
+
 
 # Optional constant method holding the UTF-8 bytes of the HF ``tokenizer.json``.
 TOKENIZER_JSON = "tokenizer_json"
@@ -193,7 +199,8 @@ class DraftMetadata(_Metadata):
     max_context: int
     cache_size: int
     prefill_chunk: int
-    extend_width: int
+    extend_width: int  # the widest extend method, ``draft_extend``
+    extend_widths: tuple[int, ...]  # every compiled extend width, ascending
     step_width: int
     target_vocab_size: int
     target_hidden_size: int
@@ -203,6 +210,19 @@ class DraftMetadata(_Metadata):
     kv_cache_bytes: int
     dtype: str
     backend: str
+
+    def extend_method(self, width: int) -> str:
+        """The method extending ``width`` rows (one of ``extend_widths``)."""
+        return extend_method_name(width, self.extend_width)
+
+    def extend_width_for(self, rows: int) -> int:
+        """The narrowest compiled extend width that holds ``rows`` rows."""
+        for width in self.extend_widths:
+            if width >= rows:
+                return width
+        raise ArtifactError(
+            f"{rows} extend rows exceed the widest compiled extend width {self.extend_width}"
+        )
 
 
 def check_format(kind: str, version: int, path: str) -> None:

@@ -93,7 +93,7 @@ def export_draft(
     constants = meta.constant_methods()
     constants[DRAFT_D2T] = model.d2t.clone()
     data = lower(
-        draft_methods(model, target.prefill_chunk, target.verify_width, opts.step_width),
+        draft_methods(model, target.prefill_chunk, target.verify_widths, opts.step_width),
         constants,
         opts.backend,
         desc=f"export draft -> {out.name}",

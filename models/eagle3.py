@@ -165,6 +165,7 @@ class Eagle3Draft(nn.Module):
             cache_size=self.cache_size,
             prefill_chunk=target.prefill_chunk,
             extend_width=target.verify_width,
+            extend_widths=target.verify_widths,  # one verify's accepted rows fit one extend
             step_width=step_width,
             target_vocab_size=cfg.vocab_size,
             target_hidden_size=cfg.target_hidden_size,

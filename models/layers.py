@@ -111,13 +111,15 @@ class Attention(nn.Module):
         # Write first, then attend: a query sees its own entry through the mask like any other.
         self.cache.write(slots, k, v)
         # Query head i uses KV head i // n_rep (HF repeat_kv); grouping queries per KV head
-        # avoids materializing a repeated copy of the whole cache.
+        # avoids materializing a repeated copy of the whole cache. bmm, not matmul: matmul
+        # decomposes to expand_copy, which XNNPACK leaves outside the delegate, so every
+        # call copied the whole cache twice per layer (measured: decode 8.9 -> 4.1 ms).
         n_rep = hq // hkv
         qg = q.reshape(hkv, n_rep * q_len, d)
-        scores = torch.matmul(qg, self.cache.k.transpose(1, 2)) * (d**-0.5)
+        scores = torch.bmm(qg, self.cache.k.transpose(1, 2)) * (d**-0.5)
         scores = scores.view(hkv, n_rep, q_len, -1) + mask
         probs = torch.softmax(scores, dim=-1).view(hkv, n_rep * q_len, -1)
-        out = torch.matmul(probs, self.cache.v)
+        out = torch.bmm(probs, self.cache.v)
         out = out.view(hq, q_len, d).transpose(0, 1).reshape(q_len, hq * d)
         return self.o_proj(out)
 

@@ -12,7 +12,6 @@ from torch import nn
 
 from etspec.contract import (
     DRAFT_COMMIT,
-    DRAFT_EXTEND,
     DRAFT_PREFILL,
     DRAFT_RESET,
     DRAFT_STEP,
@@ -21,6 +20,7 @@ from etspec.contract import (
     TARGET_DECODE,
     TARGET_PREFILL,
     TARGET_RESET,
+    extend_method_name,
     verify_method_name,
 )
 from etspec.models.eagle3 import Eagle3Draft
@@ -189,11 +189,26 @@ class DraftStep(nn.Module):
 
 
 def draft_methods(
-    model: Eagle3Draft, prefill_chunk: int, extend_width: int, step_width: int
+    model: Eagle3Draft, prefill_chunk: int, extend_widths: tuple[int, ...], step_width: int
 ) -> dict[str, tuple[nn.Module, Example]]:
+    """Method name -> (wrapper, example inputs). One extend method per width, like verify:
+    a step that accepted few tokens runs the narrowest extend that holds them."""
     s, th, h = model.cache_size, model.target_hidden_width, model.cfg.hidden_size
-    n, k, w = prefill_chunk, extend_width, step_width
+    n, k, w = prefill_chunk, max(extend_widths), step_width
     long = torch.long
+    extend = {
+        extend_method_name(e, k): (
+            DraftExtend(model),
+            (
+                torch.zeros(e, dtype=long),
+                torch.zeros(e, th),
+                torch.arange(e),
+                torch.arange(e),
+                torch.zeros(e, s),
+            ),
+        )
+        for e in sorted(set(extend_widths))
+    }
     return {
         DRAFT_PREFILL: (
             DraftPrefill(model),
@@ -204,16 +219,7 @@ def draft_methods(
                 torch.tensor([n - 1]),
             ),
         ),
-        DRAFT_EXTEND: (
-            DraftExtend(model),
-            (
-                torch.zeros(k, dtype=long),
-                torch.zeros(k, th),
-                torch.arange(k),
-                torch.arange(k),
-                torch.zeros(k, s),
-            ),
-        ),
+        **extend,
         DRAFT_STEP: (
             DraftStep(model),
             (

@@ -99,32 +99,37 @@ def _dist(values: Sequence[float]) -> dict[str, float]:
     }
 
 
-def run_system(
-    runner: TextLLMRunner,
+def run_systems(
+    systems: dict[str, TextLLMRunner],
     prompts: Sequence[Prompt],
     max_new_tokens: int,
     sampling: SamplingConfig,
-    on_prompt: Callable[[dict[str, Any]], None] | None = None,
-) -> list[dict[str, Any]]:
-    """One generation per prompt (after one excluded warm-up); per-prompt records."""
-    runner.generate(prompts[0].text, max_new_tokens, sampling)
-    records = []
+    on_prompt: Callable[[], None] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Per-prompt records of every system. Prompt by prompt, every system in turn (after
+    one excluded warm-up each): a machine whose speed drifts during the run (shared or
+    throttled cores) then slows every system alike instead of whichever ran last."""
+    for runner in systems.values():
+        runner.generate(prompts[0].text, max_new_tokens, sampling)
+    records: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
     for p in prompts:
-        room = runner.meta.max_context - len(runner.encode(p.text))
-        result = runner.generate(p.text, max(1, min(max_new_tokens, room)), sampling)
-        st = result.stats
-        rec = {
-            "prompt_id": p.id,
-            "prompt_tokens": st.prompt_tokens,
-            "token_ids": result.token_ids,
-            "text": result.text,
-            "stop_reason": result.stop_reason,
-            **{k: v for k, v in st.to_dict().items() if k not in ("memory",)},
-            "peak_rss_bytes": st.memory.get("peak_rss_bytes", 0),
-        }
-        records.append(rec)
+        for name, runner in systems.items():
+            room = runner.meta.max_context - len(runner.encode(p.text))
+            result = runner.generate(p.text, max(1, min(max_new_tokens, room)), sampling)
+            st = result.stats
+            records[name].append(
+                {
+                    "prompt_id": p.id,
+                    "prompt_tokens": st.prompt_tokens,
+                    "token_ids": result.token_ids,
+                    "text": result.text,
+                    "stop_reason": result.stop_reason,
+                    **{k: v for k, v in st.to_dict().items() if k not in ("memory",)},
+                    "peak_rss_bytes": st.memory.get("peak_rss_bytes", 0),
+                }
+            )
         if on_prompt is not None:
-            on_prompt(rec)
+            on_prompt()
     return records
 
 
@@ -176,21 +181,23 @@ def manifest(settings: dict[str, Any]) -> dict[str, Any]:
     import executorch
     import torch
 
-    try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            cwd=Path(__file__).parent,
-            timeout=5,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        rev = ""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent, timeout=5
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    rev = git("rev-parse", "HEAD")
+    # Uncommitted changes to tracked files: the revision alone does not reproduce the run.
+    dirty = bool(rev) and bool(git("status", "--porcelain", "--untracked-files=no"))
     from importlib.metadata import version
 
     return {
         "etspec": version("etspec"),
         "git_revision": rev or None,
+        "git_dirty": dirty,
         "torch": torch.__version__,
         "executorch": getattr(executorch, "__version__", version("executorch")),
         "python": platform.python_version(),

@@ -89,7 +89,7 @@ def eager_draft(
     model = Eagle3Draft.from_checkpoint(checkpoint, meta_t.max_context, scratch, embedding)
     meta = model.metadata(meta_t, step_width=step_width, dtype="fp32", backend="eager")
     check_pair(meta_t, meta)
-    methods = draft_methods(model, meta_t.prefill_chunk, meta_t.verify_width, step_width)
+    methods = draft_methods(model, meta_t.prefill_chunk, meta_t.verify_widths, step_width)
     prog = EagerProgram(
         {k: v[0] for k, v in methods.items()}, meta, {DRAFT_D2T: model.d2t.clone()}, dev
     )

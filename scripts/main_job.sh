@@ -10,8 +10,10 @@ work=${ETSPEC_WORK:-.etspec-cache}
 target=checkpoints/etspec-code-14m
 draft=checkpoints/etspec-code-14m-eagle3
 mkdir -p "$work"
-# The cache is keyed by the checkpoints and the etspec version: a change re-exports.
-stamp=$(cat "$target/model.safetensors" "$draft/model.safetensors" | sha256sum | cut -c1-16)
+# The cache is keyed by the checkpoints and the code that builds the artifacts: a change to
+# either re-exports.
+stamp=$(cat "$target/model.safetensors" "$draft/model.safetensors" models/*.py export/*.py |
+    sha256sum | cut -c1-16)
 stamp="$stamp-$(python3 -c 'import importlib.metadata as m; print(m.version("etspec"))')"
 if [ "$(cat "$work/stamp" 2>/dev/null)" != "$stamp" ] ||
     ! etspec inspect "$work/target.pte" >/dev/null 2>&1 ||

@@ -143,7 +143,12 @@ def test_cli_bench_runs_side_by_side_and_writes_json(artifacts, tmp_path: Path) 
     for name in ("chain", "auto", "chain2"):
         assert report["summary"][name]["identical"] == 3  # greedy: same ids as target-only
         assert len(report["records"][name]) == 3
-    assert report["manifest"]["settings"]["max_new_tokens"] == 12
+    manifest = report["manifest"]
+    assert manifest["settings"]["max_new_tokens"] == 12
+    assert manifest["cpu_count"] >= 1 and manifest["executorch"] and manifest["torch"]
+    # In a checkout the revision is a 40-hex sha and dirtiness is stated; elsewhere None.
+    rev = manifest["git_revision"]
+    assert rev is None or (len(rev) == 40 and isinstance(manifest["git_dirty"], bool))
     auto = report["summary"]["auto"]["auto_report"]  # the dispatcher's per-candidate record
     assert auto and all(r["steps"] >= 0 for r in auto.values())
     assert "auto_report" not in report["summary"]["chain2"]

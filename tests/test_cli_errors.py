@@ -148,6 +148,19 @@ def test_interrupted_write_leaves_no_partial_file(tmp_path: Path, monkeypatch) -
     assert list(tmp_path.iterdir()) == []
 
 
+def test_written_artifact_gets_the_usual_file_mode(tmp_path: Path) -> None:
+    import os
+
+    from etspec.export import lowering
+
+    old = os.umask(0o022)
+    try:
+        lowering.write_atomically(tmp_path / "x.pte", b"data")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "x.pte").stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600
+
+
 def test_bad_export_options(tmp_path: Path) -> None:
     r = run_cli(
         "export",

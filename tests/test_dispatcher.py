@@ -3,18 +3,22 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
+
 import pytest
 
 from etspec.errors import EtspecError
 from etspec.runtime.speculative.dispatcher import (
     AutoTree,
+    DepthAcceptance,
     StepCosts,
     TreeSettings,
     auto_candidates,
     shape_by_name,
 )
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
-from etspec.runtime.speculative.shapes import ChainShape
+from etspec.runtime.speculative.shapes import ChainShape, StepOutcome
 from etspec.runtime.speculative.static_tree import StaticTree
 
 WIDTHS = (4, 8, 16)
@@ -29,36 +33,120 @@ def test_cost_model_uses_the_narrowest_width_and_draft_calls() -> None:
     assert COSTS.predict(dyn, WIDTHS) == pytest.approx(3.0 + 3 * 0.2 + 0.3)
 
 
-def _run(policy: AutoTree, tokens_per_step: dict[str, float], steps: int) -> dict[str, int]:
-    """Feed ``policy`` steps whose time is the cost model's and tokens as given."""
+def _run(policy: AutoTree, accept: dict[str, Callable[[], int]], steps: int) -> dict[str, int]:
+    """Feed ``policy`` steps whose time is the cost model's and whose accepted count is
+    drawn from ``accept[name]``."""
     used: dict[str, int] = {}
     for _ in range(steps):
         shape = policy.choose()
         used[shape.name] = used.get(shape.name, 0) + 1
         assert policy.costs is not None
-        policy.observe(
-            shape, round(tokens_per_step[shape.name]), policy.costs.predict(shape, WIDTHS)
-        )
+        seconds = policy.costs.predict(shape, policy.widths)
+        policy.observe(shape, StepOutcome(shape.cost.max_height, accept[shape.name](), seconds))
     return used
 
 
-def test_auto_probes_then_keeps_the_fastest() -> None:
-    shapes = [ChainShape(3), ChainShape(7), DynamicTree(3, 4, 16)]
-    policy = AutoTree(shapes, WIDTHS, calibrate=lambda: COSTS, probe_steps=4)
-    # chain3: 3 tokens / 1.7 s; chain7: 4 / 3.0 (could reach 8 / 3.0, so it is probed);
-    # dynamic: at best 5 / 3.9 s, below chain3's measured rate, so it never runs.
-    used = _run(policy, {"chain3": 3, "chain7": 4, "dynamic-d3k4t16": 5}, 200)
-    assert used["chain3"] > 190 and used["chain7"] == 4
-    assert "dynamic-d3k4t16" not in used
+def _chain_sampler(rng: random.Random, rates: list[float], length: int) -> Callable[[], int]:
+    """Accepted tokens of a chain whose depth d is accepted with ``rates[d-1]`` given the
+    shallower ones were."""
+
+    def draw() -> int:
+        n = 0
+        while n < length and rng.random() < rates[n]:
+            n += 1
+        return n
+
+    return draw
+
+
+def _expected(rates: list[float], length: int) -> float:
+    total, p = 1.0, 1.0
+    for d in range(length):
+        p *= rates[d]
+        total += p
+    return total
+
+
+def test_depth_acceptance_counts_reached_and_accepted_depths() -> None:
+    acc = DepthAcceptance()
+    acc.observe(height=3, accepted=1)  # depth 1 accepted, depth 2 rejected, 3 never reached
+    acc.observe(height=2, accepted=2)  # both accepted; depth 3 not drafted
+    assert acc.reached == [2, 2] and acc.accepted == [2, 1]
+    # Laplace: depth 1 (2+1)/(2+2), depth 2 (1+1)/(2+2); depth 3 borrows depth 2.
+    assert acc.conditional(1) == pytest.approx(0.75)
+    assert acc.conditional(3) == pytest.approx(0.5)
+    assert acc.expected_tokens(3) == pytest.approx(1 + 0.75 + 0.375 + 0.1875)
+    assert DepthAcceptance().expected_tokens(2) == pytest.approx(1 + 0.5 + 0.25)
+
+
+def test_depth_acceptance_pools_chains_of_any_length() -> None:
+    # Steps of chain2 and chain6 together estimate chain4 (never run) within 0.05 tokens.
+    rng = random.Random(0)
+    rates = [0.8, 0.7, 0.6, 0.5, 0.4, 0.3]
+    acc = DepthAcceptance()
+    for i in range(4000):
+        length = 2 if i % 2 else 6
+        acc.observe(length, _chain_sampler(rng, rates, length)())
+    for n in (2, 4, 6):
+        assert acc.expected_tokens(n) == pytest.approx(_expected(rates, n), abs=0.05)
+
+
+def test_auto_stays_within_5_percent_of_the_fastest_chain() -> None:
+    rng = random.Random(1)
+    rates = [0.8, 0.75, 0.7, 0.6, 0.5, 0.4, 0.3]
+    shapes = [ChainShape(n) for n in range(2, 8)]
+    policy = AutoTree(shapes, WIDTHS, calibrate=lambda: COSTS)
+    true_rate = {s.name: _expected(rates, s.length) / COSTS.predict(s, WIDTHS) for s in shapes}
+    best = max(true_rate.values())
+    used = _run(policy, {s.name: _chain_sampler(rng, rates, s.length) for s in shapes}, 3000)
+    total = sum(r.tokens for r in policy.records.values())
+    seconds = sum(r.seconds for r in policy.records.values())
+    assert total / seconds >= 0.95 * best
+    # Shapes clearly worse (chain5..7 here) are run a few times at most.
+    clearly_worse = [n for n, r in true_rate.items() if r < 0.85 * best]
+    assert clearly_worse and all(used.get(n, 0) <= 10 for n in clearly_worse)
+
+
+@pytest.mark.parametrize(("tree_accepts", "winner"), [(1, "chain3"), (2, "tree")])
+def test_auto_tries_both_and_picks_between_chain_and_tree(tree_accepts: int, winner: str) -> None:
+    rng = random.Random(2)
+    rates = [0.4, 0.3, 0.2]  # chain3: 1.544 tokens / 1.7 s = 0.91/s
+    costs = StepCosts({4: 1.0, 8: 1.5, 16: 1.5}, 0.2, 0.3, 4)
+    tree = DynamicTree(3, 4, 16)  # 1.5 + 3 * 0.2 + 0.3 = 2.4 s: 2 tokens 0.83/s, 3 1.25/s
+    policy = AutoTree([ChainShape(3), tree], WIDTHS, calibrate=lambda: costs)
+    draws = {"chain3": _chain_sampler(rng, rates, 3), tree.name: lambda: tree_accepts}
+    first = _run(policy, draws, 10)
+    assert len(first) == 2  # both tried early, while their bounds are wide
+    used = _run(policy, draws, 400)
+    assert used.get(tree.name if winner == "tree" else "chain3", 0) > 340
     report = policy.report()
-    assert report["chain3"]["tokens_per_s"] == pytest.approx(3 / 1.7)
+    assert report[tree.name]["estimated_tokens_per_s"] == pytest.approx((tree_accepts + 1) / 2.4)
+    assert report["chain3"]["estimated_tokens_per_s"] == pytest.approx(
+        policy.chains.expected_tokens(3) / 1.7
+    )
+
+
+def test_auto_predicts_unrun_chains_from_costs_plus_measured_overhead() -> None:
+    tree = StaticTree.pruned(3)
+    policy = AutoTree([ChainShape(3), ChainShape(5), tree], WIDTHS, calibrate=lambda: COSTS)
+    policy.choose()
+    for _ in range(3):  # chain3 steps take 0.5 s more than the per-method costs predict
+        policy.observe(ChainShape(3), StepOutcome(3, 1, 1.7 + 0.5))
+    policy.observe(tree, StepOutcome(1, 1, 9.0))  # a tree's commit is not a chain's cost
+    # Measured steps count against the prediction (plus overhead) weighted as 4 steps.
+    assert policy.step_seconds(ChainShape(3)) == pytest.approx(2.2)
+    assert policy.step_seconds(ChainShape(5)) == pytest.approx(2.6 + 0.5)
+    # chain5 has never run, yet has an estimate from chain3's depth acceptance.
+    assert policy.estimate(ChainShape(5)) == pytest.approx(
+        policy.chains.expected_tokens(5) / (2.6 + 0.5)
+    )
 
 
 def test_auto_skips_candidates_that_cannot_win() -> None:
-    # A candidate whose every-token-accepted bound is below a measured rate is never run.
+    # A candidate whose every-token-accepted bound is below an estimated rate is never run.
     slow = StaticTree.full(1, 15)  # one level, 15 nodes: height 1, at best 2 tokens / 3.3 s
-    policy = AutoTree([ChainShape(3), slow], WIDTHS, calibrate=lambda: COSTS, probe_steps=4)
-    used = _run(policy, {"chain3": 3, slow.name: 2}, 50)
+    policy = AutoTree([ChainShape(3), slow], WIDTHS, calibrate=lambda: COSTS)
+    used = _run(policy, {"chain3": lambda: 3, slow.name: lambda: 1}, 50)
     assert slow.name not in used
 
 
@@ -73,9 +161,10 @@ def test_auto_candidates_follow_the_artifact() -> None:
         backend="xnnpack", tokenizer_sha256="",
     )  # fmt: skip
     names = [s.name for s in auto_candidates(meta, branching=True)]
-    assert names == ["chain3", "N3", "chain7", "N15", "dynamic-d3k4t16"]
+    chains = [f"chain{n}" for n in range(2, 8)]
+    assert names == [*chains, "N3", "N15", "dynamic-d3k4t16"]
     assert all(s.cost.max_nodes + 1 <= 16 for s in auto_candidates(meta, True))
-    assert [s.name for s in auto_candidates(meta, branching=False)] == ["chain3", "chain7"]
+    assert [s.name for s in auto_candidates(meta, branching=False)] == chains
     # Every candidate can be run as a fixed shape by its reported name (bench --trees).
     for shape in auto_candidates(meta, True):
         again = shape_by_name(shape.name)

@@ -20,6 +20,7 @@ from etspec.contract import (
 )
 from etspec.errors import CheckpointError, MetadataMismatchError
 from etspec.export.export_draft import DraftExportOptions, build_draft, export_draft
+from etspec.models.layers import causal_mask
 from etspec.models.methods import draft_methods
 from etspec.runtime.program import EagerProgram, PteProgram, load_pair
 
@@ -27,7 +28,7 @@ from etspec.runtime.program import EagerProgram, PteProgram, load_pair
 def _eager_draft(case):  # type: ignore[no-untyped-def]
     target = open_artifact(case.target.pte).metadata
     model = build_draft(case.checkpoint, target, DraftExportOptions())
-    methods = draft_methods(model, target.prefill_chunk, target.verify_width, 4)
+    methods = draft_methods(model, target.prefill_chunk, target.verify_widths, 4)
     prog = EagerProgram({k: v[0] for k, v in methods.items()}, target)
     prog.run(DRAFT_RESET)
     return model, prog
@@ -127,6 +128,31 @@ def test_pte_draft_matches_eager(artifacts) -> None:
     args = (tokens, hidden, pos, slots, mask)
     for a, b in zip(pte.run(DRAFT_STEP, *args), eager.run(DRAFT_STEP, *args), strict=True):
         assert max_diff(a, b) < TOL
+
+
+@torch.no_grad()
+def test_narrow_extend_matches_the_widest(artifacts) -> None:
+    # One extend method per target verify width; a step runs the narrowest that holds its
+    # accepted rows, which must compute exactly what the widest computes for them.
+    case = artifacts.tree_draft()
+    pte = PteProgram.load(case.pte, expect="draft")
+    meta = pte.metadata
+    assert meta.extend_widths == (16, 72)
+    assert [meta.extend_width_for(r) for r in (1, 16, 17, 72)] == [16, 16, 72, 72]
+    assert meta.extend_method(16) == "draft_extend_16" and meta.extend_method(72) == DRAFT_EXTEND
+    gen = torch.Generator().manual_seed(8)
+    width = meta.target_hidden_size * len(meta.hidden_state_layers)
+    tokens = torch.randint(0, meta.target_vocab_size, (72,), generator=gen)
+    states = torch.randn(72, width, generator=gen)
+    positions = torch.arange(72)
+    mask = causal_mask(positions, meta.cache_size, MASK_MIN)
+    outs = {}
+    for e in meta.extend_widths:
+        pte.run(DRAFT_RESET)
+        args = (tokens[:e], states[:e], positions[:e], positions[:e], mask[:e])
+        outs[e] = pte.run(meta.extend_method(e), *args)
+    for narrow, wide in zip(outs[16], outs[72], strict=True):
+        assert max_diff(narrow, wide[:16]) < TOL
 
 
 def test_d2t_mapping(artifacts) -> None:

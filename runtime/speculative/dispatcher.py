@@ -6,11 +6,12 @@ shape that emits the most tokens per second on this artifact and this machine:
 - Costs are measured, not assumed: at its first step it times ``target_verify`` at every
   compiled width, ``draft_step`` and ``draft_extend`` (on scratch slots, which hold nothing
   between steps), giving each candidate a predicted step time.
-- Acceptance is observed: each candidate is probed for a few steps (in order of its
-  optimistic bound: every draft token accepted), and a candidate whose optimistic bound is
-  below the best measured throughput is never probed at all.
-- After probing it runs the candidate with the best measured tokens/s (tokens emitted over
-  wall time of its steps, everything included), and keeps measuring what it runs.
+- Acceptance is observed. Chains pool theirs by depth (``DepthAcceptance``): a step of any
+  chain informs every chain length. Trees are judged on their own steps.
+- Each step runs the candidate with the highest upper confidence bound of tokens/s (step
+  wall time measured with everything included): close competitors keep being sampled
+  until the estimates tell them apart; a candidate whose optimistic bound (every draft
+  token accepted) is below what another surely achieves is never run at all.
 """
 
 from __future__ import annotations
@@ -19,19 +20,24 @@ import math
 import re
 import statistics
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
-from etspec.contract import DRAFT_EXTEND, DRAFT_STEP, MASK_MIN, DraftMetadata, TargetMetadata
+from etspec.contract import DRAFT_STEP, MASK_MIN, TARGET_COMMIT, DraftMetadata, TargetMetadata
 from etspec.errors import EtspecError
 from etspec.runtime.program import Program
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
-from etspec.runtime.speculative.shapes import ChainShape, TreePolicy, TreeShape
+from etspec.runtime.speculative.shapes import ChainShape, StepOutcome, TreePolicy, TreeShape
 from etspec.runtime.speculative.static_tree import StaticTree
 
 TREE_MODES = ("chain", "static", "dynamic", "auto")
+# Weight, in steps, of the cost model's step time against measured ones (AutoTree).
+TIME_PRIOR_STEPS = 4
+# Acceptance decays with depth: past 7 a longer chain only costs more (EAGLE's default depth).
+MAX_AUTO_CHAIN = 7
 
 
 @dataclass
@@ -80,6 +86,10 @@ def measure_costs(target: Program, draft: Program | None = None, repeats: int = 
             for w in meta.verify_widths
         }
     )
+    # Load the commit too (copying scratch slots onto themselves): a tree's first commit
+    # must not pay the method load inside a timed step.
+    scratch = meta.max_context + torch.arange(meta.verify_width)
+    target.run(TARGET_COMMIT, scratch, scratch)
     if draft is not None:
         dm = draft.metadata
         assert isinstance(dm, DraftMetadata)
@@ -88,10 +98,14 @@ def measure_costs(target: Program, draft: Program | None = None, repeats: int = 
         costs.draft_step_s = timed(
             DRAFT_STEP, tok, torch.zeros(dm.step_width, dm.hidden_size), pos, slots, mask
         )
-        e = dm.extend_width
-        tok, pos, slots, mask = scratch_inputs(e, dm.max_context, dm.cache_size)
+        # Every width runs once here, so no method is first loaded inside a timed step;
+        # most steps accept a few tokens, so the narrowest extend is the typical cost.
         width = dm.target_hidden_size * len(dm.hidden_state_layers)
-        costs.draft_extend_s = timed(DRAFT_EXTEND, tok, torch.zeros(e, width), pos, slots, mask)
+        extend = {}
+        for e in dm.extend_widths:
+            tok, pos, slots, mask = scratch_inputs(e, dm.max_context, dm.cache_size)
+            extend[e] = timed(dm.extend_method(e), tok, torch.zeros(e, width), pos, slots, mask)
+        costs.draft_extend_s = extend[dm.extend_widths[0]]
     return costs
 
 
@@ -99,23 +113,104 @@ def measure_costs(target: Program, draft: Program | None = None, repeats: int = 
 class _Record:
     steps: int = 0
     tokens: int = 0
+    squares: int = 0  # sum of squared tokens per step, for the spread
     seconds: float = 0.0
+
+    def add(self, tokens: int, seconds: float) -> None:
+        self.steps += 1
+        self.tokens += tokens
+        self.squares += tokens * tokens
+        self.seconds += seconds
+
+    @property
+    def stderr(self) -> float:
+        """Standard error of the mean tokens per step. The variance carries a prior of one
+        token squared worth two steps, so a few identical steps do not look certain."""
+        if not self.steps:
+            return math.inf
+        mean = self.tokens / self.steps
+        spread = max(self.squares - self.steps * mean * mean, 0.0)
+        var = (spread + 2 * 1.0) / (self.steps + 1)
+        return math.sqrt(var / self.steps)
 
     @property
     def rate(self) -> float:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def step_s(self) -> float:
+        return self.seconds / self.steps if self.steps else 0.0
+
+
+@dataclass
+class DepthAcceptance:
+    """Chain acceptance by depth, pooled over every chain step of any length.
+
+    A chain step of height h that accepted a tokens reached depths 1..min(a + 1, h) and
+    accepted depths 1..a. The conditional acceptance at depth d then predicts the tokens a
+    chain of any length emits per step, so every chain length is judged on the same text
+    rather than on whichever stretch of it its own probe happened to see.
+    """
+
+    reached: list[int] = field(default_factory=list)
+    accepted: list[int] = field(default_factory=list)
+
+    def observe(self, height: int, accepted: int) -> None:
+        deepest = min(accepted + 1, height)
+        while len(self.reached) < deepest:
+            self.reached.append(0)
+            self.accepted.append(0)
+        for d in range(deepest):
+            self.reached[d] += 1
+            self.accepted[d] += d < accepted
+
+    def conditional(self, depth: int) -> float:
+        """P(depth ``depth`` accepted | all shallower accepted); unseen depths borrow the
+        deepest seen one (a Laplace prior of one accept and one reject keeps it in (0, 1))."""
+        seen = [d for d in range(len(self.reached)) if self.reached[d]]
+        if not seen:
+            return 0.5
+        d = min(depth - 1, seen[-1])
+        while not self.reached[d]:
+            d -= 1
+        return (self.accepted[d] + 1) / (self.reached[d] + 2)
+
+    def expected_tokens(self, length: int) -> float:
+        """Mean tokens a chain of ``length`` emits per step (accepted + the bonus)."""
+        total, p = 1.0, 1.0
+        for d in range(1, length + 1):
+            p *= self.conditional(d)
+            total += p
+        return total
+
 
 @dataclass
 class AutoTree(TreePolicy):
-    """Chooses among ``shapes`` by measured cost and observed acceptance (module docstring)."""
+    """Chooses among ``shapes`` by measured cost and observed acceptance (module docstring).
+
+    Each step runs the candidate with the highest upper confidence bound of tokens/s,
+    ``(mean tokens + z * standard error) / step seconds`` with UCB1's ``z = sqrt(2 ln
+    steps)``: a candidate that might be better keeps being tried until its estimate is tight
+    enough to tell, and one clearly worse stops being run. A candidate never run is bounded
+    by its optimistic rate, so each one that could win is tried early. Chains need no trial
+    of their own: acceptance pools across chain lengths and their step time follows from the
+    measured costs plus the per-step overhead measured on the chains that did run.
+    """
 
     shapes: list[TreeShape]
     widths: tuple[int, ...]
     calibrate: Callable[[], StepCosts] | None = None
-    probe_steps: int = 8
     costs: StepCosts | None = None
     records: dict[str, _Record] = field(default_factory=dict)
+    chains: DepthAcceptance = field(default_factory=DepthAcceptance)
+    chain_steps: _Record = field(default_factory=_Record)  # every chain step, pooled
+    _total: int = 0  # steps observed
+    _decided: int = 0  # ``_total`` when ``_current`` was chosen
+    _current: TreeShape | None = None
+    # Recent measured-minus-predicted step seconds of chain (True) and tree (False) steps.
+    _extra: dict[bool, deque[float]] = field(
+        default_factory=lambda: {True: deque(maxlen=64), False: deque(maxlen=64)}
+    )
 
     def __post_init__(self) -> None:
         if not self.shapes:
@@ -125,40 +220,89 @@ class AutoTree(TreePolicy):
     def candidates(self) -> list[TreeShape]:
         return list(self.shapes)
 
-    def optimistic_rate(self, shape: TreeShape) -> float:
-        """Tokens/s if every draft token were accepted, from measured costs."""
+    def _overhead(self, shape: TreeShape) -> float:
+        """Seconds a step takes beyond the per-method costs (Python, cold caches and, for
+        trees, commits): the median over recent steps of the same kind (chain or tree) when
+        there are any, so a few outliers (a first call, a hiccup) do not shift it."""
+        chain = isinstance(shape, ChainShape)
+        extra = self._extra[chain] or self._extra[not chain]
+        return statistics.median(extra) if extra else 0.0
+
+    def _predicted_seconds(self, shape: TreeShape) -> float:
         if self.costs is None:
-            return math.inf
-        return (shape.cost.max_height + 1) / self.costs.predict(shape, self.widths)
+            return 0.0
+        return self.costs.predict(shape, self.widths) + self._overhead(shape)
+
+    def step_seconds(self, shape: TreeShape) -> float:
+        """Mean step time: measured, with the prediction counted as ``TIME_PRIOR_STEPS``
+        steps."""
+        rec = self.records[shape.name]
+        if self.costs is None:
+            return rec.step_s
+        prior = self._predicted_seconds(shape)
+        return (rec.seconds + TIME_PRIOR_STEPS * prior) / (rec.steps + TIME_PRIOR_STEPS)
+
+    def optimistic_rate(self, shape: TreeShape) -> float:
+        """Tokens/s if every draft token were accepted."""
+        seconds = self.step_seconds(shape)
+        return (shape.cost.max_height + 1) / seconds if seconds > 0 else math.inf
+
+    def _tokens(self, shape: TreeShape) -> tuple[float, float] | None:
+        """Mean tokens per step and its standard error (None: no data yet). Chains read
+        the pooled depth acceptance, so every chain step informs every chain length."""
+        if isinstance(shape, ChainShape):
+            if not self.chain_steps.steps:
+                return None
+            return self.chains.expected_tokens(shape.length), self.chain_steps.stderr
+        rec = self.records[shape.name]
+        return (rec.tokens / rec.steps, rec.stderr) if rec.steps else None
+
+    def estimate(self, shape: TreeShape) -> float:
+        """Expected tokens/s of ``shape`` (0 with no data)."""
+        tokens, seconds = self._tokens(shape), self.step_seconds(shape)
+        return tokens[0] / seconds if tokens is not None and seconds > 0 else 0.0
+
+    def upper_bound(self, shape: TreeShape) -> float:
+        tokens = self._tokens(shape)
+        # Optimistic in time too: a few slow steps (a cold cache, a scheduler hiccup) must
+        # not condemn a shape that then never runs again to correct them.
+        seconds = min(self.step_seconds(shape), self._predicted_seconds(shape) or math.inf)
+        if tokens is None or seconds <= 0 or seconds == math.inf:
+            return self.optimistic_rate(shape)
+        # UCB1's widening z: an unlucky early estimate is retried eventually, not never.
+        z = math.sqrt(2 * math.log(max(self._total, 2)))
+        return min(tokens[0] + z * tokens[1], shape.cost.max_height + 1) / seconds
 
     def choose(self) -> TreeShape:
         if self.costs is None and self.calibrate is not None:
             self.costs = self.calibrate()
-        probed = [s for s in self.shapes if self.records[s.name].steps >= self.probe_steps]
-        best = max((self.records[s.name].rate for s in probed), default=0.0)
-        pending = [
-            s
-            for s in self.shapes
-            if self.records[s.name].steps < self.probe_steps and self.optimistic_rate(s) > best
-        ]
-        if pending:
-            return max(pending, key=self.optimistic_rate)
-        return max(probed, key=lambda s: self.records[s.name].rate)
+        # Deciding costs a fraction of a millisecond; once past the first steps (where
+        # every step's outcome moves the bounds a lot) it is redone every few steps only.
+        if self._current is None or self._total < 64 or self._total - self._decided >= 8:
+            self._current = max(self.shapes, key=self.upper_bound)
+            self._decided = self._total
+        return self._current
 
-    def observe(self, shape: TreeShape, emitted: int, seconds: float) -> None:
-        rec = self.records[shape.name]
-        rec.steps += 1
-        rec.tokens += emitted
-        rec.seconds += seconds
+    def observe(self, shape: TreeShape, step: StepOutcome) -> None:
+        self._total += 1
+        self.records[shape.name].add(step.emitted, step.seconds)
+        if self.costs is not None:
+            extra = step.seconds - self.costs.predict(shape, self.widths)
+            self._extra[isinstance(shape, ChainShape)].append(extra)
+        if isinstance(shape, ChainShape):
+            self.chains.observe(step.height, step.accepted)
+            self.chain_steps.add(step.emitted, step.seconds)
 
     def report(self) -> dict[str, dict[str, float]]:
-        """Per candidate: steps run, measured tokens/s and predicted step seconds."""
+        """Per candidate: steps run, measured and estimated tokens/s, predicted step
+        seconds."""
         out = {}
         for s in self.shapes:
             rec = self.records[s.name]
             out[s.name] = {
                 "steps": rec.steps,
                 "tokens_per_s": rec.rate,
+                "estimated_tokens_per_s": self.estimate(s),
                 "predicted_step_s": self.costs.predict(s, self.widths) if self.costs else 0.0,
             }
         return out
@@ -184,13 +328,15 @@ def default_dynamic(width: int, topk: int = 4) -> DynamicTree:
 
 
 def auto_candidates(target: TargetMetadata, branching: bool) -> list[TreeShape]:
-    """Chains for every verify width and, for drafts that can branch, static and dynamic
-    trees filling each width."""
+    """Chains of every length from 2 to ``MAX_AUTO_CHAIN`` that fit and, for drafts that
+    can branch, static and dynamic trees filling each width."""
     shapes: dict[str, TreeShape] = {}
+    # Every chain length is cheap to consider: they pool their acceptance (DepthAcceptance).
+    longest = min(target.verify_width - 1, MAX_AUTO_CHAIN)
+    for n in range(min(2, longest), longest + 1):
+        if n >= 1:
+            shapes[f"chain{n}"] = ChainShape(n)
     for w in target.verify_widths:
-        if w >= 2:
-            chain = ChainShape(min(w - 1, 7))
-            shapes.setdefault(chain.name, chain)
         if branching and w >= 4:
             static = StaticTree.pruned(w - 1)
             shapes.setdefault(static.name, static)

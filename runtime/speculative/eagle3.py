@@ -17,7 +17,6 @@ import torch
 
 from etspec.contract import (
     DRAFT_D2T,
-    DRAFT_EXTEND,
     DRAFT_PREFILL,
     DRAFT_RESET,
     DRAFT_STEP,
@@ -49,6 +48,7 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         self.target_ids = torch.arange(meta.draft_vocab_size) + d2t
         self._scratch_slots = meta.max_context + torch.arange(self.scratch)
         self._extend_rows = torch.arange(meta.extend_width)
+        self._step_rows = torch.arange(meta.step_width)
         self._logits = torch.empty(0)
         self._hidden = torch.empty(0)
         self._pos = 0
@@ -114,14 +114,15 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
     def accept(self, acceptance: Acceptance) -> int:
         hidden = acceptance.hidden
         assert hidden is not None
-        e, rows = self.meta.extend_width, len(acceptance.tokens)
+        rows = len(acceptance.tokens)
+        e = self.meta.extend_width_for(rows)  # the narrowest extend that holds them
         ids = torch.zeros(e, dtype=torch.long)
         ids[:rows] = torch.tensor([*acceptance.tokens[1:], acceptance.next_token])
         states = torch.zeros(e, hidden.shape[-1])
         states[:rows] = hidden
-        positions = acceptance.position + self._extend_rows
+        positions = acceptance.position + self._extend_rows[:e]
         logits, out = self.program.run(
-            DRAFT_EXTEND, ids, states, positions, positions, self._causal(positions)
+            self.meta.extend_method(e), ids, states, positions, positions, self._causal(positions)
         )
         self._logits, self._hidden = logits[rows - 1 : rows], out[rows - 1 : rows]
         self._pos = acceptance.position + rows
@@ -138,48 +139,56 @@ class _Expansion:
     Scratch is free again at the next proposal: ``accept`` rewrites the committed rows of
     the accepted path from the target's states (``draft_extend``), which is the draft's
     KV commit, fused into the call that also yields the next root.
+
+    Per handle it keeps the output state and the scratch columns of its mask row (its
+    ancestors' slots and its own), so a call's inputs are a few gathers, not loops.
     """
 
     def __init__(self, runner: Eagle3DraftRunner) -> None:
         self.runner = runner
+        meta = runner.meta
         self.target_ids = runner.target_ids
-        self.vocab_size = runner.meta.target_vocab_size
+        self.vocab_size = meta.target_vocab_size
         self.calls = 0
-        self._states = [runner._hidden[0]]  # output state of each handle
+        self._fed = 0  # handles fed so far (handle h > 0 sits in scratch slot h - 1)
         self._depth = [0]
-        self._seen: list[list[int]] = [[]]  # scratch slots each handle's children see
+        handles = runner.scratch + 1
+        self._states = torch.empty(handles, runner._hidden.shape[-1])
+        self._states[0] = runner._hidden[0]
+        # Scratch columns each handle's children see (the handle's ancestors and itself).
+        self._seen = torch.full((handles, runner.scratch), MASK_MIN)
+        self._mask = torch.full((meta.step_width, meta.cache_size), MASK_MIN)
+        self._mask[:, : runner._pos] = 0.0  # the committed prefix, the same for every call
 
     def root(self) -> torch.Tensor:
         return self.runner._logits[0]
 
     def expand(self, parents: Sequence[int], tokens: Sequence[int]) -> torch.Tensor:
         r = self.runner
-        w, pos = r.meta.step_width, r._pos
+        w, pos, ctx = r.meta.step_width, r._pos, r.meta.max_context
         out = []
         for lo in range(0, len(parents), w):
             par = list(parents[lo : lo + w])
             n = len(par)
-            first = len(self._states) - 1  # scratch index of this call's first node
+            first = self._fed  # scratch index of this call's first node
             if first + w > r.scratch:
                 raise EtspecError(f"tree needs more than the draft's {r.scratch} scratch slots")
             slots = r._scratch_slots[first : first + w]
-            ids = torch.zeros(w, dtype=torch.long)
-            ids[:n] = torch.tensor(tokens[lo : lo + n], dtype=torch.long)
-            states = torch.zeros(w, self._states[0].shape[-1])
-            states[:n] = torch.stack([self._states[p] for p in par])
-            positions = torch.full((w,), pos, dtype=torch.long)
-            positions[:n] += torch.tensor([self._depth[p] for p in par])
-            mask = torch.full((w, r.meta.cache_size), MASK_MIN)
-            mask[:n, :pos] = 0.0
-            mask[torch.arange(w), slots] = 0.0  # every row sees itself (pad rows: only that)
-            for i, p in enumerate(par):
-                if self._seen[p]:
-                    mask[i, self._seen[p]] = 0.0
-            logits, hidden = r.program.run(DRAFT_STEP, ids, states, positions, slots, mask)
+            # Pad rows copy the root: finite inputs, outputs never read, slots never seen.
+            pad = [0] * (w - n)
+            index = torch.tensor(par + pad)
+            ids = torch.tensor([*tokens[lo : lo + n], *pad], dtype=torch.long)
+            positions = torch.tensor([pos + self._depth[p] for p in par] + [pos] * (w - n))
+            mask = self._mask.clone()
+            mask[:, ctx:] = self._seen.index_select(0, index)
+            mask[r._step_rows, slots] = 0.0  # every row sees itself
+            logits, hidden = r.program.run(
+                DRAFT_STEP, ids, self._states.index_select(0, index), positions, slots, mask
+            )
             self.calls += 1
-            for i, p in enumerate(par):
-                self._states.append(hidden[i])
-                self._depth.append(self._depth[p] + 1)
-                self._seen.append([*self._seen[p], int(slots[i])])
+            self._states[first + 1 : first + 1 + n] = hidden[:n]
+            self._seen[first + 1 : first + 1 + n] = mask[:n, ctx:]
+            self._depth.extend(self._depth[p] + 1 for p in par)
+            self._fed += n
             out.append(logits[:n])
-        return torch.cat(out)
+        return out[0] if len(out) == 1 else torch.cat(out)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import torch
+
 from etspec.contract import TargetMetadata
 from etspec.errors import EtspecError
 from etspec.runtime.generator import GenerationContext, TokenSink
@@ -14,7 +16,7 @@ from etspec.runtime.speculative.draft_runner import (
     SpeculativeDraftRunner,
 )
 from etspec.runtime.speculative.kv_cache import SpecKVCacheManager, check_kv_strategy
-from etspec.runtime.speculative.shapes import ChainShape, TreePolicy, TreeShape
+from etspec.runtime.speculative.shapes import ChainShape, StepOutcome, TreePolicy, TreeShape
 from etspec.runtime.speculative.tree import DraftTree
 from etspec.runtime.speculative.verifier import Verifier
 
@@ -99,10 +101,11 @@ class SpeculativeTokenGenerator:
             with stats.stage("commit"):
                 stats.commit_calls += kv.commit(verdict.nodes)
             stats.record_verify(tree.size, verdict.accepted, tree.max_depth, shape.name)
-            path_tokens = tree.tokens[verdict.nodes].tolist()
+            nodes = verdict.nodes
+            path_tokens = [root, *(proposal.tokens[i - 1] for i in nodes[1:])]
             emitted = [*path_tokens[1:], verdict.next_token]
             # Row nodes[i] holds the target distribution emitted[i] was chosen from.
-            if not sink.emit(emitted, logits[verdict.nodes]):
+            if not sink.emit(emitted, _rows(logits, nodes)):
                 return
             with stats.stage("draft"):
                 stats.draft_calls += draft.accept(
@@ -111,14 +114,25 @@ class SpeculativeTokenGenerator:
                         tokens=path_tokens,
                         nodes=verdict.nodes,
                         next_token=verdict.next_token,
-                        hidden=hidden[verdict.nodes] if needs_hidden else None,
+                        hidden=_rows(hidden, nodes) if needs_hidden else None,
                     )
                 )
-            policy.observe(shape, len(emitted), time.perf_counter() - t0)
+            policy.observe(
+                shape,
+                StepOutcome(tree.max_depth, verdict.accepted, time.perf_counter() - t0),
+            )
             root = verdict.next_token
 
 
 _NOTHING = Proposal([], [])
+
+
+def _rows(t: torch.Tensor, nodes: list[int]) -> torch.Tensor:
+    """``t[nodes]``; a slice (no gather, no index tensor) when the path is rows 0..n-1, as
+    for every chain and every first-branch tree path."""
+    if nodes[-1] == len(nodes) - 1:  # rows increase along a path, so this means 0..n-1
+        return t[: len(nodes)]
+    return t.index_select(0, torch.tensor(nodes))
 
 
 def check_shape_fits(shape: TreeShape, target: TargetMetadata) -> None:

@@ -55,6 +55,19 @@ class ShapeCost:
     levels: int  # draft expansion levels (calls, when a level fits one step width)
 
 
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one speculative step did, as a tree policy learns it."""
+
+    height: int  # depth of the deepest drafted node (0: nothing was drafted)
+    accepted: int  # draft tokens accepted (the step emitted one more)
+    seconds: float  # wall time of the step: draft, verify, accept, commit
+
+    @property
+    def emitted(self) -> int:
+        return self.accepted + 1
+
+
 class TreePolicy(ABC):
     """Chooses the tree shape of each speculative step."""
 
@@ -66,8 +79,8 @@ class TreePolicy(ABC):
     def choose(self) -> TreeShape:
         """The shape for the next step."""
 
-    def observe(self, shape: TreeShape, emitted: int, seconds: float) -> None:  # noqa: B027
-        """Feedback after a step: tokens emitted and its wall time."""
+    def observe(self, shape: TreeShape, step: StepOutcome) -> None:  # noqa: B027
+        """Feedback after a step of ``shape``."""
 
 
 class TreeShape(TreePolicy):

@@ -14,6 +14,7 @@ both are valid", i.e. ``exists l: A[l, k] == j``. A chain is ``parents = [0, 0, 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -35,7 +36,7 @@ class DraftTree:
     ancestor_table: torch.Tensor  # [Dmax+1, C+1] long, every entry in [0, C]
     mask: torch.Tensor  # [C+1, C+1] bool: row k sees column j
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
         """Number of draft nodes M (root and padding excluded)."""
         return int(self.valid.sum()) - 1
@@ -45,7 +46,7 @@ class DraftTree:
         """Node slots C (M plus padding)."""
         return int(self.tokens.numel()) - 1
 
-    @property
+    @functools.cached_property
     def max_depth(self) -> int:
         return int(self.ancestor_table.shape[0]) - 1
 
@@ -58,24 +59,8 @@ class DraftTree:
         """
         if len(tokens) != len(parents):
             raise TreeError(f"{len(tokens)} draft tokens but {len(parents)} parents")
-        m = len(tokens)
-        par = [0, *(int(p) for p in parents)]
-        depth = [0] * (m + 1)
-        for i in range(1, m + 1):
-            p = par[i]
-            if not 0 <= p < i:
-                raise TreeError(
-                    f"node {i} has parent {p}; parents must be earlier nodes (0 is the root)"
-                )
-            depth[i] = depth[p] + 1
-            if depth[i] < depth[i - 1]:
-                raise TreeError(f"node {i} (depth {depth[i]}) follows a deeper node: not BFS order")
-        return cls.from_arrays(
-            torch.tensor([int(root), *(int(t) for t in tokens)], dtype=torch.long),
-            torch.tensor(par, dtype=torch.long),
-            torch.tensor(depth, dtype=torch.long),
-            torch.ones(m + 1, dtype=torch.bool),
-        )
+        shape = _shape(tuple(int(p) for p in parents))
+        return cls(torch.tensor([int(root), *(int(t) for t in tokens)], dtype=torch.long), *shape)
 
     @classmethod
     def chain(cls, root: int, tokens: Sequence[int]) -> DraftTree:
@@ -185,6 +170,33 @@ class DraftTree:
         """Rows from the root to ``node``, both included."""
         col = self.ancestor_table[:, node].tolist()
         return col[: int(self.depth[node]) + 1][::-1]
+
+
+@functools.lru_cache(maxsize=512)
+def _shape(parents: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+    """Validated ``(parents, depth, valid, ancestor_table, mask)`` of the tree whose nodes
+    1..M have ``parents``. Memoized: steps repeat a few shapes (a chain of each length, a
+    static tree), so the hot loop rebuilds none of this. The tensors are shared between
+    trees and never written to."""
+    m = len(parents)
+    par = [0, *parents]
+    depth = [0] * (m + 1)
+    for i in range(1, m + 1):
+        p = par[i]
+        if not 0 <= p < i:
+            raise TreeError(
+                f"node {i} has parent {p}; parents must be earlier nodes (0 is the root)"
+            )
+        depth[i] = depth[p] + 1
+        if depth[i] < depth[i - 1]:
+            raise TreeError(f"node {i} (depth {depth[i]}) follows a deeper node: not BFS order")
+    tree = DraftTree.from_arrays(
+        torch.zeros(m + 1, dtype=torch.long),
+        torch.tensor(par, dtype=torch.long),
+        torch.tensor(depth, dtype=torch.long),
+        torch.ones(m + 1, dtype=torch.bool),
+    )
+    return _fields(tree)[1:]
 
 
 def _fields(tree: DraftTree) -> tuple[torch.Tensor, ...]:
