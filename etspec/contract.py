@@ -178,12 +178,7 @@ class TargetMetadata(_Metadata):
 
     def verify_width_for(self, rows: int) -> int:
         """The narrowest compiled verify width that holds ``rows`` rows."""
-        for width in self.verify_widths:
-            if width >= rows:
-                return width
-        raise ArtifactError(
-            f"{rows} verify rows exceed the widest compiled verify width {self.verify_width}"
-        )
+        return narrowest_width(self.verify_widths, rows, "verify")
 
 
 @dataclass(frozen=True)
@@ -217,12 +212,15 @@ class DraftMetadata(_Metadata):
 
     def extend_width_for(self, rows: int) -> int:
         """The narrowest compiled extend width that holds ``rows`` rows."""
-        for width in self.extend_widths:
-            if width >= rows:
-                return width
-        raise ArtifactError(
-            f"{rows} extend rows exceed the widest compiled extend width {self.extend_width}"
-        )
+        return narrowest_width(self.extend_widths, rows, "extend")
+
+
+def narrowest_width(widths: tuple[int, ...], rows: int, what: str) -> int:
+    """The first of the ascending compiled ``widths`` that holds ``rows`` rows."""
+    for width in widths:
+        if width >= rows:
+            return width
+    raise ArtifactError(f"{rows} {what} rows exceed the widest compiled {what} width {widths[-1]}")
 
 
 def check_format(kind: str, version: int, path: str) -> None:

@@ -196,17 +196,19 @@ def draft_methods(
     s, th, h = model.cache_size, model.target_hidden_width, model.cfg.hidden_size
     n, k, w = prefill_chunk, max(extend_widths), step_width
     long = torch.long
-    extend = {
-        extend_method_name(e, k): (
-            DraftExtend(model),
-            (
-                torch.zeros(e, dtype=long),
-                torch.zeros(e, th),
-                torch.arange(e),
-                torch.arange(e),
-                torch.zeros(e, s),
-            ),
+
+    def rows(count: int, state_width: int) -> Example:
+        """``(tokens, states, positions, slots, mask)`` of ``count`` rows."""
+        return (
+            torch.zeros(count, dtype=long),
+            torch.zeros(count, state_width),
+            torch.arange(count),
+            torch.arange(count),
+            torch.zeros(count, s),
         )
+
+    extend = {
+        extend_method_name(e, k): (DraftExtend(model), rows(e, th))
         for e in sorted(set(extend_widths))
     }
     return {
@@ -220,16 +222,7 @@ def draft_methods(
             ),
         ),
         **extend,
-        DRAFT_STEP: (
-            DraftStep(model),
-            (
-                torch.zeros(w, dtype=long),
-                torch.zeros(w, h),
-                torch.arange(w),
-                torch.arange(w),
-                torch.zeros(w, s),
-            ),
-        ),
+        DRAFT_STEP: (DraftStep(model), rows(w, h)),
         DRAFT_COMMIT: (CacheCommit(model), (torch.arange(k), torch.arange(k))),
         DRAFT_RESET: (CacheReset(model), ()),
     }

@@ -184,13 +184,16 @@ def _decode_error_after_prefill(prog, hf) -> float:  # type: ignore[no-untyped-d
 
 
 def test_methods_share_kv_cache(artifacts, tmp_path) -> None:
-    """Decode reads what prefill wrote; the same check flags a program exported unshared."""
+    """Decode reads what prefill wrote, and every method places each cache buffer in one
+    arena of its own; the same checks flag a program exported unshared."""
     case = artifacts.target("llama_gqa_rope3")
     assert _decode_error_after_prefill(target_program(case, "pte"), case.hf) < TOL
+    assert _cache_is_shared(case.pte.read_bytes())
 
-    # A minimal model exported with share_mutable_buffers off: the detector must fire. The
-    # Python runtime happens to alias unshared caches of portable programs, so use XNNPACK,
-    # where each method's delegate really gets its own copy.
+    # A minimal model exported with share_mutable_buffers off. The Python runtime happens to
+    # give its methods one cache anyway (since cache writes are in place and outside the
+    # delegate, for XNNPACK too), so decode reads right there; the C++ runtime does not.
+    # What tells them apart for every runtime is the memory plan itself.
     ckpt = tmp_path / "mini"
     hf = make_hf_target("mistral_tied", ckpt, num_hidden_layers=2)
     opts = TargetExportOptions(
@@ -204,7 +207,37 @@ def test_methods_share_kv_cache(artifacts, tmp_path) -> None:
         data = lower(needed, meta.constant_methods(), "xnnpack", "t", share_cache=share)
         pte = tmp_path / f"share_{share}.pte"
         pte.write_bytes(data)
+        assert _cache_is_shared(data) == share, f"share_cache={share}"
         prog = PteProgram.load(pte)
         prog.run(TARGET_RESET)
         err = _decode_error_after_prefill(prog, hf)
-        assert (err < TOL) == share, f"share_cache={share}: decode error {err}"
+        if share:
+            assert err < TOL, f"decode error {err}"
+
+
+def _cache_is_shared(data: bytes) -> bool:
+    """Whether every method places each named cache buffer at the same spot of an arena
+    that holds nothing else: ExecuTorch's shared mutable-buffer arena. Unshared, the caches
+    sit in each method's own activation arena (same offsets, different memory)."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    pte = deserialize_pte_binary(data)
+    program = getattr(pte, "program", pte)
+    places: dict[str, set[tuple[int, int]]] = {}
+    other_arenas: set[int] = set()
+    for plan in program.execution_plan:
+        for value in plan.values:
+            t = value.val
+            alloc = getattr(t, "allocation_info", None)
+            if alloc is None:
+                continue
+            info = getattr(t, "extra_tensor_info", None)
+            name = getattr(info, "fully_qualified_name", None) if info is not None else None
+            if name and ".cache." in name:
+                places.setdefault(name, set()).add((alloc.memory_id, alloc.memory_offset_low))
+            else:
+                other_arenas.add(alloc.memory_id)
+    arenas = {arena for spots in places.values() for arena, _ in spots}
+    return (
+        bool(places) and all(len(s) == 1 for s in places.values()) and not (arenas & other_arenas)
+    )
