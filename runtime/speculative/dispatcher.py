@@ -101,11 +101,11 @@ def measure_costs(target: Program, draft: Program | None = None, repeats: int = 
         # Every width runs once here, so no method is first loaded inside a timed step;
         # most steps accept a few tokens, so the narrowest extend is the typical cost.
         width = dm.target_hidden_size * len(dm.hidden_state_layers)
-        extend = {}
-        for e in dm.extend_widths:
+        for e in reversed(dm.extend_widths):  # the narrowest last: its time is kept
             tok, pos, slots, mask = scratch_inputs(e, dm.max_context, dm.cache_size)
-            extend[e] = timed(dm.extend_method(e), tok, torch.zeros(e, width), pos, slots, mask)
-        costs.draft_extend_s = extend[dm.extend_widths[0]]
+            costs.draft_extend_s = timed(
+                dm.extend_method(e), tok, torch.zeros(e, width), pos, slots, mask
+            )
     return costs
 
 
@@ -236,10 +236,12 @@ class AutoTree(TreePolicy):
     def step_seconds(self, shape: TreeShape) -> float:
         """Mean step time: measured, with the prediction counted as ``TIME_PRIOR_STEPS``
         steps."""
+        return self._blend(shape, self._predicted_seconds(shape))
+
+    def _blend(self, shape: TreeShape, prior: float) -> float:
         rec = self.records[shape.name]
         if self.costs is None:
             return rec.step_s
-        prior = self._predicted_seconds(shape)
         return (rec.seconds + TIME_PRIOR_STEPS * prior) / (rec.steps + TIME_PRIOR_STEPS)
 
     def optimistic_rate(self, shape: TreeShape) -> float:
@@ -266,7 +268,8 @@ class AutoTree(TreePolicy):
         tokens = self._tokens(shape)
         # Optimistic in time too: a few slow steps (a cold cache, a scheduler hiccup) must
         # not condemn a shape that then never runs again to correct them.
-        seconds = min(self.step_seconds(shape), self._predicted_seconds(shape) or math.inf)
+        prior = self._predicted_seconds(shape)
+        seconds = min(self._blend(shape, prior), prior or math.inf)
         if tokens is None or seconds <= 0 or seconds == math.inf:
             return self.optimistic_rate(shape)
         # UCB1's widening z: an unlucky early estimate is retried eventually, not never.
