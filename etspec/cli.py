@@ -591,16 +591,20 @@ def format_table(summary: dict[str, dict[str, Any]]) -> str:
     """A Markdown table of the headline metrics (what the README shows)."""
     rows = [
         "| system | tokens/s (mean) | p50 | TPC (mean) | speedup (mean) | e2e speedup "
-        "| identical |",
-        "|" + "---|" * 7,
+        "| ceiling | of ceiling | identical |",
+        "|" + "---|" * 9,
     ]
     for name, s in summary.items():
         tps = s["tokens_per_s"]
         tpc = f"{s['tpc']['mean']:.2f}" if "tpc" in s else "1.00"
         sp = f"{s['speedup']['mean']:.2f}x" if "speedup" in s else "1.00x"
         e2e = f"{s['speedup_e2e']['mean']:.2f}x" if "speedup_e2e" in s else "1.00x"
+        cost = s.get("cost_model") or {}
+        ceiling = f"{cost['ceiling_speedup']:.2f}x" if cost else "-"
+        achieved = f"{cost['achieved']:.0%}" if cost else "-"
         same = f"{s['identical']}/{s['prompts']}" if "identical" in s else "-"
         rows.append(
-            f"| {name} | {tps['mean']:.1f} | {tps['p50']:.1f} | {tpc} | {sp} | {e2e} | {same} |"
+            f"| {name} | {tps['mean']:.1f} | {tps['p50']:.1f} | {tpc} | {sp} | {e2e} "
+            f"| {ceiling} | {achieved} | {same} |"
         )
     return "\n".join(rows)

@@ -80,13 +80,13 @@ def draft_ttt_forward(
     layer = model.midlayer
     attn = layer.self_attn
     scale = attn.head_dim**-0.5
-    causal = torch.ones(t, t, dtype=torch.bool).tril()
+    causal = torch.ones(t, t, dtype=torch.bool, device=tokens.device).tril()
     state = model.fuse(target_hidden)
     keys: list[tuple[torch.Tensor, torch.Tensor]] = []
     outputs = []
     for k in range(steps):
         ids = F.pad(tokens[:, k + 1 :], (0, k + 1))
-        pos = torch.arange(k, t + k).clamp(max=model.rope_cos.shape[0] - 1)
+        pos = torch.arange(k, t + k, device=tokens.device).clamp(max=model.rope_cos.shape[0] - 1)
         x = torch.cat(
             (layer.input_layernorm(model.embed_tokens(ids)), layer.hidden_norm(state)), -1
         )

@@ -159,8 +159,38 @@ def summarize(systems: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, A
             s["speedup"] = _dist(speed)
             s["speedup_e2e"] = _dist(e2e)
             s["identical"] = sum(r["token_ids"] == b["token_ids"] for r, b in pairs)
+            if "tpc" in s:
+                s["cost_model"] = cost_model(records, systems[BASELINE], s["speedup"]["mean"])
         out[name] = s
     return out
+
+
+def cost_model(
+    records: Sequence[dict[str, Any]], baseline: Sequence[dict[str, Any]], speedup: float
+) -> dict[str, float]:
+    """The speedup a system's acceptance allows if nothing but its draft and verify calls
+    cost time (Meta's section 3.5: TPC x t_decode / (t_verify + t_draft)), and the share of
+    that ceiling the measured mean speedup reaches; the gap is per-step host overhead.
+
+    Times are pooled per call over all prompts; TPC is pooled over all verify calls.
+    """
+    decode_calls = sum(r.get("decode_calls", 0) for r in baseline)
+    calls = sum(r["verify_calls"] for r in records)
+    if not decode_calls or not calls:
+        return {}
+    t_decode = sum(r["stage_s"].get("decode", 0.0) for r in baseline) / decode_calls
+    t_verify = sum(r["stage_s"].get("verify", 0.0) for r in records) / calls
+    t_draft = sum(r["stage_s"].get("draft", 0.0) for r in records) / calls
+    tpc = (sum(r["accepted_tokens"] for r in records) + calls) / calls
+    ceiling = tpc * t_decode / (t_verify + t_draft) if t_verify + t_draft > 0 else math.nan
+    return {
+        "t_decode_ms": 1e3 * t_decode,
+        "t_verify_ms": 1e3 * t_verify,
+        "t_draft_ms": 1e3 * t_draft,
+        "tpc": tpc,
+        "ceiling_speedup": ceiling,
+        "achieved": speedup / ceiling if ceiling and not math.isnan(ceiling) else math.nan,
+    }
 
 
 def _sum_lists(lists: Sequence[Sequence[int]]) -> list[int]:

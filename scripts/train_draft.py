@@ -32,7 +32,7 @@ from code_corpus import encode, read_texts, stdlib_root
 from safetensors.torch import save_file
 from torch import nn
 from tqdm import tqdm
-from train_state import load_state, save_state
+from train_state import autocast, load_state, save_state
 
 from etspec.contract import default_eagle3_layers
 from etspec.models.checkpoint import read_config
@@ -134,8 +134,9 @@ def evaluate(
     losses, accs = [], []
     for chunk in data.split(4):
         chunk = chunk.to(device)
-        logits, hidden = target_forward(target, chunk)
-        loss, acc = objective(chunk, hidden, logits)
+        with autocast(device):
+            logits, hidden = target_forward(target, chunk)
+            loss, acc = objective(chunk, hidden, logits.float())
         losses.append(loss.item())
         accs.append(acc)
     return float(np.mean(losses)), [round(float(a), 4) for a in torch.stack(accs).mean(0)]
@@ -253,9 +254,10 @@ def main(
             )
             g["lr"] = lr * scale
         x = batch_at(train, seq_len, batch, [seed, step, rank]).to(device)
-        with torch.no_grad():
+        with torch.no_grad(), autocast(device):
             logits, hidden = target_forward(target, x)
-        loss, acc = model(x, hidden, logits)
+        with autocast(device):
+            loss, acc = model(x, hidden, logits.float())
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()

@@ -1,8 +1,9 @@
-"""Resumable training state shared by the training scripts: weights, optimizer and step,
-written atomically (an interrupted save never leaves a truncated file behind)."""
+"""What the training scripts share: resumable state (weights, optimizer and step, written
+atomically, so an interrupted save never leaves a truncated file behind) and precision."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import torch
@@ -26,3 +27,10 @@ def load_state(out: Path, model: nn.Module, opt: torch.optim.Optimizer, device: 
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["optimizer"])
     return int(state["step"])
+
+
+def autocast(device: str) -> contextlib.AbstractContextManager:  # type: ignore[type-arg]
+    """bf16 mixed precision on CUDA (fp32 master weights); full fp32 on CPU."""
+    if device.startswith("cuda"):
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -26,7 +27,7 @@ import torch.nn.functional as F
 from code_corpus import EOT, encode, read_texts, stdlib_root, train_tokenizer, write_tokenizer_files
 from safetensors.torch import save_file
 from tqdm import tqdm
-from train_state import load_state, save_state
+from train_state import autocast, load_state, save_state
 
 from etspec.models.config import DecoderConfig
 from etspec.models.llama import LlamaTarget
@@ -137,6 +138,7 @@ def main(
 ) -> None:  # type: ignore[no-untyped-def]
     """Train the target LM and write an HF checkpoint folder to OUT."""
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    torch.backends.cuda.matmul.allow_tf32 = True
     torch.manual_seed(seed)
     out.mkdir(parents=True, exist_ok=True)
     root = data_root or stdlib_root()
@@ -184,8 +186,9 @@ def main(
         for g in opt.param_groups:
             g["lr"] = lr_at(step, steps, a["lr"], a["warmup"])
         x = batches(train, a["seq_len"], a["batch"], seed, step).to(device)
-        logits, _ = target_forward(model, x)
-        loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), x[:, 1:].flatten())
+        with autocast(device):
+            logits, _ = target_forward(model, x)
+        loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), x[:, 1:].flatten())
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -201,10 +204,15 @@ def main(
             p.copy_(p.to(dtype).float())
     config["torch_dtype"] = save_dtype
     val = held_out_loss(model, held, a["seq_len"], device)
+    # A --data-root copied from another Python says nothing about the one running here.
+    source = (
+        f"Python {'.'.join(map(str, sys.version_info[:3]))} standard library"
+        if data_root is None
+        else "Python"
+    )
     save_checkpoint(model, config, tok, out, dtype)
     card = {
-        "data": f"Python {'.'.join(map(str, __import__('sys').version_info[:3]))} standard "
-        f"library sources under {root.name}/ (PSF License); files with "
+        "data": f"{source} sources under {root.name}/ (PSF License); files with "
         "crc32(path) % 20 == 0 held out",
         "train_tokens": len(train),
         "held_out_tokens": len(held),

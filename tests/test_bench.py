@@ -89,6 +89,40 @@ def test_summary_speedup_identity_and_acceptance_curve() -> None:
     assert c["tokens_per_s"]["p50"] == pytest.approx(175.0)
 
 
+def test_cost_model_ceiling_and_share_achieved() -> None:
+    """Meta's ceiling TPC x t_decode / (t_verify + t_draft), pooled per call over prompts."""
+    base = [_record(p, [1], 100.0, 1.0, decode_calls=10, stage_s={"decode": 0.05}) for p in "ab"]
+    spec = [
+        _record(
+            "a",
+            [1],
+            150.0,
+            1.0,
+            verify_calls=4,
+            accepted_tokens=12,
+            tpc=4.0,
+            stage_s={"verify": 0.02, "draft": 0.01},
+        ),
+        _record(
+            "b",
+            [1],
+            170.0,
+            1.0,
+            verify_calls=6,
+            accepted_tokens=8,
+            tpc=2.33,
+            stage_s={"verify": 0.03, "draft": 0.015},
+        ),
+    ]
+    cost = summarize({BASELINE: base, "chain": spec})["chain"]["cost_model"]
+    assert cost["t_decode_ms"] == pytest.approx(5.0)
+    assert cost["t_verify_ms"] == pytest.approx(5.0)
+    assert cost["t_draft_ms"] == pytest.approx(2.5)
+    assert cost["tpc"] == pytest.approx(3.0)  # (12 + 8 accepted + 10 calls) / 10 calls
+    assert cost["ceiling_speedup"] == pytest.approx(3.0 * 5.0 / 7.5)
+    assert cost["achieved"] == pytest.approx(1.6 / 2.0)  # mean speedup (1.5 + 1.7) / 2
+
+
 def test_jsonl_prompts_and_errors(tmp_path: Path) -> None:
     f = tmp_path / "p.jsonl"
     f.write_text('{"prompt": "a"}\n\n{"question_id": 7, "turns": ["t1", "t2"]}\n')

@@ -182,3 +182,19 @@ def test_train_target_writes_a_transformers_checkpoint(tmp_path: Path) -> None:
     # Resuming a finished run changes nothing but reloads the saved state.
     result = CliRunner().invoke(main, [*args, "--resume"], catch_exceptions=False)
     assert "resumed at step 6" in result.output
+
+
+def test_training_forwards_stay_on_the_model_device(pair) -> None:  # type: ignore[no-untyped-def]
+    """Every tensor the forwards build lives on the tokens' device: on the meta device a
+    stray CPU mask or index raises, as it would on CUDA (where the bundled pair trains)."""
+    import copy
+
+    _, target, draft = pair
+    tmodel = copy.deepcopy(target.model).to("meta")
+    dmodel = copy.deepcopy(draft.model).to("meta")
+    tokens = torch.zeros(2, 16, dtype=torch.long, device="meta")
+    with torch.no_grad():
+        logits, hidden = target_forward(tmodel, tokens)
+        outs = draft_ttt_forward(dmodel, tokens, hidden, 3)
+    assert logits.device.type == "meta" and logits.shape == (2, 16, 256)
+    assert [o.device.type for o in outs] == ["meta"] * 3
