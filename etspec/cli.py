@@ -536,22 +536,47 @@ def validate(**kw: Any) -> None:
     default=None,
     help="Write manifest, summary and per-prompt records here.",
 )
-@click.option("--force", is_flag=True, help="Overwrite an existing --json file.")
+@click.option(
+    "--traces",
+    "traces_out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write per-prompt step traces here (JSONL; under torchrun each rank writes "
+    "FILE.rankN.jsonl).",
+)
+@click.option("--force", is_flag=True, help="Overwrite existing --json / --traces files.")
 @user_errors
 def bench(**kw: Any) -> None:
-    """Target-only and speculative side by side on the same prompts, in one run."""
+    """Target-only and speculative side by side on the same prompts, in one run.
+
+    Under ``torchrun`` the prompts are sharded by index % world size; rank 0 gathers every
+    rank's records (gloo) and writes one result, sorted as a single-process run's."""
     from dataclasses import replace
 
     from tqdm import tqdm
 
-    from etspec.runtime.bench import BASELINE, load_prompts, manifest, run_systems, summarize
+    from etspec.runtime.bench import (
+        BASELINE,
+        BenchFailure,
+        load_prompts,
+        manifest,
+        merge_shards,
+        run_systems,
+        shard,
+        summarize,
+        trace_lines,
+    )
     from etspec.runtime.loading import load_systems
     from etspec.runtime.sampling import SamplingConfig
     from etspec.runtime.speculative.dispatcher import TREE_MODES, shape_by_name
 
-    out = kw["json_out"]
-    if out is not None and out.exists() and not kw["force"]:
-        raise EtspecError(f"{out} exists; pass --force to overwrite it")
+    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    out, traces_out = kw["json_out"], kw["traces_out"]
+    if traces_out is not None and world > 1:
+        traces_out = traces_out.with_name(f"{traces_out.stem}.rank{rank}{traces_out.suffix}")
+    for path in (out, traces_out):
+        if path is not None and path.exists() and not kw["force"]:
+            raise EtspecError(f"{path} exists; pass --force to overwrite it")
     spec = _spec(kw)
     names = [m.strip() for m in (kw["trees"] or spec.tree.mode).split(",") if m.strip()]
     trees: dict[str, Any] = {}
@@ -566,25 +591,113 @@ def bench(**kw: Any) -> None:
     sampling = SamplingConfig(kw["temperature"], 0, 1.0, kw["seed"])
     sampling.check()
     prompts = load_prompts(kw["prompts"], kw["num_prompts"])
+    mine = shard(prompts, rank, world) if world > 1 else prompts
+    if not mine:
+        raise EtspecError(f"{len(prompts)} prompts leave rank {rank} of {world} none; use fewer")
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
     base, speculative = load_systems(spec, trees)
     systems = {BASELINE: base, **speculative}
-    with tqdm(total=len(prompts), desc="prompts", leave=False) as bar:
-        records = run_systems(systems, prompts, kw["max_new_tokens"], sampling, bar.update)
+    dump_dir = out.parent if out is not None else Path.cwd()
+    mismatches: list[Path] = []
+
+    def on_mismatch(dump: dict[str, Any]) -> None:
+        mismatches.append(_write_dump(dump, dump_dir))
+
+    try:
+        with tqdm(total=len(mine), desc="prompts", leave=False, disable=rank != 0) as bar:
+            records, first_calls = run_systems(
+                systems,
+                mine,
+                kw["max_new_tokens"],
+                sampling,
+                bar.update,
+                trace=traces_out is not None,
+                on_mismatch=on_mismatch,
+            )
+    except BenchFailure as e:
+        path = _write_dump(e.dump, dump_dir)
+        raise EtspecError(f"{e}; the inputs that reproduce it are in {path}") from None
+    if traces_out is not None:
+        _write_atomic(traces_out, "".join(line + "\n" for line in trace_lines(records)))
+        for recs in records.values():
+            for r in recs:
+                r.pop("steps", None)
+    if world > 1:
+        parts: list[Any] = [None] * world
+        dist.all_gather_object(parts, records)
+        dist.destroy_process_group()
+        if rank != 0:
+            return
+        records = merge_shards(parts, prompts)
     summary = summarize(records)
+    for name, cold in first_calls.items():  # this rank's (rank 0's under torchrun)
+        summary[name]["first_call"] = cold
     for name, runner in speculative.items():
         report = getattr(getattr(runner.generator, "policy", None), "report", None)
-        if report is not None:  # what --tree auto measured for each candidate
+        if report is not None:  # what --tree auto measured for each candidate (this rank)
             summary[name]["auto_report"] = report()
     click.echo(format_table(summary))
+    for path in mismatches:
+        click.echo(f"output differs from target-only: {path}", err=True)
     if out is not None:
         settings = {
             k: (str(v) if isinstance(v, Path) else v) for k, v in kw.items() if k != "force"
         }
+        settings["world_size"] = world
         report = {"manifest": manifest(settings), "summary": summary, "records": records}
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(json.dumps(report, indent=1))
-        tmp.replace(out)
+        _write_atomic(out, json.dumps(report, indent=1))
         click.echo(f"wrote {out}")
+
+
+@main.command()
+@click.argument("report", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="Folder for the PNGs.",
+)
+@click.option("--force", is_flag=True, help="Overwrite existing plots in --out.")
+@user_errors
+def plot(report: Path, out_dir: Path, force: bool) -> None:
+    """Plot an `etspec bench --json` report: speedup vs accept_L, accept_pos, stages."""
+    from etspec.runtime.plot import PLOTS, plot_report
+
+    taken = [out_dir / name for name in PLOTS if (out_dir / name).exists()]
+    if taken and not force:
+        raise EtspecError(f"{taken[0]} exists; pass --force to overwrite the plots in {out_dir}")
+    try:
+        data = json.loads(report.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise EtspecError(
+            f"{report} is not JSON ({e}); give an `etspec bench --json` report"
+        ) from None
+    for path in plot_report(data, out_dir):
+        click.echo(f"wrote {path}")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _write_dump(dump: dict[str, Any], folder: Path) -> Path:
+    """A new ``bench-failure-N.json`` in ``folder`` (never over an existing file)."""
+    for n in range(10_000):
+        path = folder / f"bench-failure-{n}.json"
+        try:
+            with path.open("x") as f:
+                json.dump(dump, f, indent=1)
+            return path
+        except FileExistsError:
+            continue
+    raise EtspecError(f"{folder} holds 10,000 failure dumps already; clear them")
 
 
 def format_table(summary: dict[str, dict[str, Any]]) -> str:

@@ -10,12 +10,14 @@ check the metrics on synthetic records.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import math
 import platform
 import subprocess
-from collections.abc import Callable, Sequence
+import traceback
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,23 +101,102 @@ def _dist(values: Sequence[float]) -> dict[str, float]:
     }
 
 
+class BenchFailure(EtspecError):
+    """A system raised on a prompt; ``dump`` holds what reproduces it."""
+
+    def __init__(self, message: str, dump: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.dump = dump
+
+
+def describe(runner: TextLLMRunner) -> dict[str, Any]:
+    """What a failure report needs about one system: its generator, tree policy, KV strategy
+    and the target artifact's metadata (context, verify widths, KV layout)."""
+    gen = runner.generator
+    policy = getattr(gen, "policy", None)
+    return {
+        "generator": type(gen).__name__,
+        "tree": [c.name for c in policy.candidates()] if policy is not None else None,
+        "kv_strategy": getattr(gen, "kv_strategy", None),
+        "target": runner.meta.constant_methods(),
+    }
+
+
+def failure_dump(
+    system: str,
+    runner: TextLLMRunner,
+    prompt: Prompt,
+    max_new_tokens: int,
+    sampling: SamplingConfig,
+    *,
+    error: BaseException | None = None,
+    expected: Sequence[int] | None = None,
+    got: Sequence[int] | None = None,
+) -> dict[str, Any]:
+    """A compact, self-contained report of one failed generation: the inputs that reproduce
+    it (prompt id, text and ids, settings), the system and, for a wrong output, where it
+    diverged from target-only."""
+    dump: dict[str, Any] = {
+        "system": system,
+        "prompt_id": prompt.id,
+        "prompt": prompt.text,
+        "prompt_ids": runner.encode(prompt.text),
+        "max_new_tokens": max_new_tokens,
+        "sampling": dataclasses.asdict(sampling),
+        "runner": describe(runner),
+    }
+    if error is not None:
+        dump["error"] = f"{type(error).__name__}: {error}"
+        dump["traceback"] = traceback.format_exception(error)[-8:]
+    if expected is not None and got is not None:
+        at = next(
+            (i for i, (a, b) in enumerate(zip(expected, got, strict=False)) if a != b),
+            min(len(expected), len(got)),
+        )
+        dump["divergence"] = {
+            "index": at,
+            "expected": list(expected[at : at + 8]),
+            "got": list(got[at : at + 8]),
+        }
+    return dump
+
+
 def run_systems(
     systems: dict[str, TextLLMRunner],
     prompts: Sequence[Prompt],
     max_new_tokens: int,
     sampling: SamplingConfig,
     on_prompt: Callable[[], None] | None = None,
-) -> dict[str, list[dict[str, Any]]]:
+    *,
+    trace: bool = False,
+    on_mismatch: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, float]]]:
     """Per-prompt records of every system. Prompt by prompt, every system in turn (after
     one excluded warm-up each): a machine whose speed drifts during the run (shared or
-    throttled cores) then slows every system alike instead of whichever ran last."""
-    for runner in systems.values():
-        runner.generate(prompts[0].text, max_new_tokens, sampling)
+    throttled cores) then slows every system alike instead of whichever ran last.
+
+    ``trace`` adds every speculative step to the records (``steps``). A system that raises
+    stops the run with a ``BenchFailure`` carrying a failure dump; under greedy sampling, an
+    output that differs from target-only's goes to ``on_mismatch`` as a dump and the run
+    goes on (the summary counts it).
+
+    Returns the records and, per system, the timing of its first (cold) call: the warm-up
+    on the first prompt, which the records leave out.
+    """
+    first: dict[str, dict[str, float]] = {}
+    for name, runner in systems.items():
+        cold = runner.generate(prompts[0].text, max_new_tokens, sampling).stats
+        first[name] = {"ttft_ms": 1e3 * cold.ttft_s, "total_s": cold.total_s}
     records: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
     for p in prompts:
         for name, runner in systems.items():
             room = runner.meta.max_context - len(runner.encode(p.text))
-            result = runner.generate(p.text, max(1, min(max_new_tokens, room)), sampling)
+            budget = max(1, min(max_new_tokens, room))
+            try:
+                result = runner.generate(p.text, budget, sampling, trace=trace)
+            except Exception as e:
+                dump = failure_dump(name, runner, p, budget, sampling, error=e)
+                raise BenchFailure(f"{name} failed on prompt {p.id}: {e}", dump) from e
             st = result.stats
             records[name].append(
                 {
@@ -128,9 +209,63 @@ def run_systems(
                     "peak_rss_bytes": st.memory.get("peak_rss_bytes", 0),
                 }
             )
+            base = records.get(BASELINE)
+            if (
+                on_mismatch is not None
+                and sampling.temperature == 0
+                and name != BASELINE
+                and base
+                and base[-1]["prompt_id"] == p.id
+                and base[-1]["token_ids"] != result.token_ids
+            ):
+                expected = base[-1]["token_ids"]
+                on_mismatch(
+                    failure_dump(
+                        name, runner, p, budget, sampling, expected=expected, got=result.token_ids
+                    )
+                )
         if on_prompt is not None:
             on_prompt()
-    return records
+    return records, first
+
+
+def shard(prompts: Sequence[Prompt], rank: int, world: int) -> list[Prompt]:
+    """The prompts of one rank: index % world == rank (the index in the full prompt list)."""
+    return [p for i, p in enumerate(prompts) if i % world == rank]
+
+
+def merge_shards(
+    parts: Sequence[dict[str, list[dict[str, Any]]]], prompts: Sequence[Prompt]
+) -> dict[str, list[dict[str, Any]]]:
+    """Records of all ranks as one run's: every system's records in prompt-list order."""
+    order = {p.id: i for i, p in enumerate(prompts)}
+    merged: dict[str, list[dict[str, Any]]] = {}
+    for part in parts:
+        for name, records in part.items():
+            merged.setdefault(name, []).extend(records)
+    for records in merged.values():
+        records.sort(key=lambda r: order[r["prompt_id"]])
+    return merged
+
+
+def trace_lines(records: dict[str, list[dict[str, Any]]]) -> Iterator[str]:
+    """One JSON line per (system, prompt): ids, acceptance and the per-step trace."""
+    keep = (
+        "prompt_id",
+        "prompt_tokens",
+        "token_ids",
+        "stop_reason",
+        "tpc",
+        "accept_length",
+        "verify_calls",
+        "stage_s",
+        "ttft_s",
+        "total_s",
+        "steps",
+    )
+    for name, recs in records.items():
+        for r in recs:
+            yield json.dumps({"system": name, **{k: r[k] for k in keep if k in r}})
 
 
 def summarize(systems: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:

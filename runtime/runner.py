@@ -193,8 +193,12 @@ class TextLLMRunner:
         callback: TokenCallback | None = None,
         ignore_eos: bool = False,
         record_logits: bool = False,
+        trace: bool = False,
     ) -> GenerationResult:
-        """Generate up to ``max_new_tokens`` tokens after ``prompt`` (text or token ids)."""
+        """Generate up to ``max_new_tokens`` tokens after ``prompt`` (text or token ids).
+
+        ``trace`` records every speculative step in ``stats.steps`` (shape, accepted
+        length, seconds and stage seconds)."""
         if not self._lock.acquire(blocking=False):
             raise GenerationError(
                 "this runner is already generating in another thread; use one runner per thread"
@@ -208,6 +212,7 @@ class TextLLMRunner:
                 callback,
                 ignore_eos,
                 record_logits,
+                trace,
             )
         finally:
             self._lock.release()
@@ -221,6 +226,7 @@ class TextLLMRunner:
         callback: TokenCallback | None,
         ignore_eos: bool,
         record_logits: bool,
+        trace: bool,
     ) -> GenerationResult:
         # Everything a caller can get wrong is checked before any state changes.
         ids = self.encode(prompt)
@@ -256,6 +262,8 @@ class TextLLMRunner:
         ctx = GenerationContext(self.target, sampler, stats, ids, pre, first, self.reference)
         if sink.emit([first], pre.logits):
             stats.ttft_s = time.perf_counter() - t0
+            if trace:
+                stats.start_trace()
             self.generator.generate(ctx, sink)
         else:
             stats.ttft_s = time.perf_counter() - t0

@@ -46,6 +46,18 @@ class GenerationStats:
     ttft_s: float = 0.0
     total_s: float = 0.0
     memory: dict[str, int] = field(default_factory=dict)
+    # One record per verify step once ``start_trace`` ran; None otherwise, so an untraced
+    # step pays one comparison.
+    steps: list[dict[str, Any]] | None = None
+    _trace_t: float = field(default=0.0, repr=False)
+    _trace_stage: dict[str, float] = field(default_factory=dict, repr=False)
+
+    def start_trace(self) -> None:
+        """Record every following verify step: its shape, acceptance, seconds and stage
+        seconds since the previous step (the first step: since this call)."""
+        self.steps = []
+        self._trace_t = time.perf_counter()
+        self._trace_stage = dict(self.stage_s)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -73,6 +85,22 @@ class GenerationStats:
             self.proposed_pos[i] += 1
         for i in range(accepted):
             self.accept_pos[i] += 1
+        if self.steps is not None:
+            self._trace(shape, proposed, height, accepted)
+
+    def _trace(self, shape: str, proposed: int, height: int, accepted: int) -> None:
+        now, last = time.perf_counter(), self._trace_stage
+        self.steps.append(  # type: ignore[union-attr]
+            {
+                "shape": shape,
+                "proposed": proposed,
+                "height": height,
+                "accepted": accepted,
+                "seconds": now - self._trace_t,
+                "stage_s": {k: v - last[k] for k, v in self.stage_s.items() if v != last[k]},
+            }
+        )
+        self._trace_t, self._trace_stage = now, dict(self.stage_s)
 
     @property
     def rejected_tokens(self) -> int:
@@ -106,7 +134,7 @@ class GenerationStats:
         return self.decode_s / after_first if after_first > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "prompt_tokens": self.prompt_tokens,
             "generated_tokens": self.generated_tokens,
             "prefill_calls": self.prefill_calls,
@@ -130,3 +158,6 @@ class GenerationStats:
             "tokens_per_s": self.tokens_per_s,
             "memory": dict(self.memory),
         }
+        if self.steps is not None:
+            out["steps"] = list(self.steps)
+        return out

@@ -186,6 +186,8 @@ def test_cli_bench_runs_side_by_side_and_writes_json(artifacts, tmp_path: Path) 
     auto = report["summary"]["auto"]["auto_report"]  # the dispatcher's per-candidate record
     assert auto and all(r["steps"] >= 0 for r in auto.values())
     assert "auto_report" not in report["summary"]["chain2"]
+    for s in report["summary"].values():  # the excluded warm-up, timed on its own
+        assert s["first_call"]["ttft_ms"] > 0 and s["first_call"]["total_s"] > 0
     assert "| chain |" in res.output
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 1 and "exists; pass --force" in again.output
@@ -229,3 +231,250 @@ def test_cli_generate_humaneval_compare(artifacts) -> None:  # type: ignore[no-u
     assert report["target_only"]["token_ids"] == report["token_ids"]
     bad = CliRunner().invoke(main, ["generate", "--target", str(case.pte), "--humaneval", "999"])
     assert bad.exit_code == 1 and "no HumanEval task '999'" in bad.output
+
+
+def test_step_trace_records_every_verify_with_stage_deltas() -> None:
+    from etspec.runtime.stats import GenerationStats
+
+    st = GenerationStats()
+    st.record_verify(3, 1)  # before tracing: counted, not traced
+    assert st.steps is None and "steps" not in st.to_dict()
+    st.start_trace()
+    st.stage_s["verify"] += 0.25
+    st.record_verify(3, 2, shape="chain3")
+    st.stage_s["draft"] += 0.5
+    st.record_verify(7, 0, height=3, shape="N7")
+    first, second = st.to_dict()["steps"]
+    assert first["shape"] == "chain3" and (first["proposed"], first["height"]) == (3, 3)
+    assert first["accepted"] == 2 and first["stage_s"] == {"verify": 0.25}
+    assert second["height"] == 3 and second["accepted"] == 0
+    assert second["stage_s"] == {"draft": 0.5}  # only what changed since the last step
+    assert first["seconds"] >= 0 and second["seconds"] >= 0
+
+
+def _prompt_file(path: Path, n: int) -> Path:
+    words = [f"w{(7 * i) % 40 + 1}" for i in range(3 * n)]
+    path.write_text(
+        "".join(json.dumps({"prompt": " ".join(words[i : i + 5])}) + "\n" for i in range(n))
+    )
+    return path
+
+
+def _bench_args(pte: Path, prompts: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "bench",
+        "--target",
+        str(pte),
+        "--draft-method",
+        "prompt-lookup",
+        "--prompts",
+        str(prompts),
+        "--max-new-tokens",
+        "10",
+        "--trees",
+        "chain3",
+        "--json",
+        str(out),
+        *extra,
+    ]
+
+
+def test_cli_bench_traces_schema(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    case = artifacts.target("mistral_tied")
+    prompts = _prompt_file(tmp_path / "p.jsonl", 3)
+    traces = tmp_path / "traces.jsonl"
+    args = _bench_args(case.pte, prompts, tmp_path / "b.json", "--traces", str(traces))
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    lines = [json.loads(x) for x in traces.read_text().splitlines()]
+    assert [(x["system"], x["prompt_id"]) for x in lines] == [
+        (s, p) for s in (BASELINE, "chain3") for p in ("0", "1", "2")
+    ]
+    report = json.loads((tmp_path / "b.json").read_text())
+    for line in lines:
+        rec = next(
+            r for r in report["records"][line["system"]] if r["prompt_id"] == line["prompt_id"]
+        )
+        assert line["token_ids"] == rec["token_ids"] and "steps" not in rec
+        steps = line["steps"]
+        assert len(steps) == rec["verify_calls"]  # target-only: no verify steps
+        if steps:
+            assert {s["shape"] for s in steps} == {"chain3"}
+            assert sum(s["accepted"] for s in steps) == rec["accepted_tokens"]
+            assert all(
+                set(s) == {"shape", "proposed", "height", "accepted", "seconds", "stage_s"}
+                for s in steps
+            )
+    again = CliRunner().invoke(main, [*args, "--force"])
+    assert again.exit_code == 0, again.output
+
+
+def test_cli_bench_failure_writes_a_reproducing_dump(  # type: ignore[no-untyped-def]
+    artifacts, tmp_path: Path, monkeypatch
+) -> None:
+    from etspec.runtime.speculative.generator import SpeculativeTokenGenerator
+
+    case = artifacts.target("mistral_tied")
+    prompts = _prompt_file(tmp_path / "p.jsonl", 3)
+    real = SpeculativeTokenGenerator.generate
+    calls = []
+
+    def flaky(self, ctx, sink):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 3:  # warm-up, prompt 0, then prompt 1 fails
+            raise RuntimeError("injected fault")
+        return real(self, ctx, sink)
+
+    monkeypatch.setattr(SpeculativeTokenGenerator, "generate", flaky)
+    res = CliRunner().invoke(main, _bench_args(case.pte, prompts, tmp_path / "b.json"))
+    assert res.exit_code == 1
+    assert "chain3 failed on prompt 1: injected fault" in res.output
+    dump_path = tmp_path / "bench-failure-0.json"
+    assert str(dump_path) in res.output and not (tmp_path / "b.json").exists()
+    dump = json.loads(dump_path.read_text())
+    assert dump["system"] == "chain3" and dump["prompt_id"] == "1"
+    assert dump["prompt"] == json.loads(prompts.read_text().splitlines()[1])["prompt"]
+    assert dump["prompt_ids"] and dump["max_new_tokens"] == 10
+    assert dump["error"] == "RuntimeError: injected fault"
+    assert dump["runner"]["tree"] == ["chain3"] and dump["runner"]["kv_strategy"]
+    assert dump["runner"]["target"]["max_context"] > 0
+    # A second failure never overwrites the first dump.
+    calls.clear()
+    CliRunner().invoke(main, _bench_args(case.pte, prompts, tmp_path / "b.json"))
+    assert (tmp_path / "bench-failure-1.json").exists()
+
+
+def test_failure_dump_locates_the_divergence(artifacts) -> None:  # type: ignore[no-untyped-def]
+    from etspec.runtime.bench import Prompt, failure_dump
+    from etspec.runtime.runner import TextLLMRunner
+    from etspec.runtime.sampling import SamplingConfig
+
+    runner = TextLLMRunner.from_pte(artifacts.target("mistral_tied").pte)
+    dump = failure_dump(
+        "chain3",
+        runner,
+        Prompt("7", "w1 w2"),
+        8,
+        SamplingConfig(),
+        expected=[5, 6, 7, 8, 9],
+        got=[5, 6, 1, 8],
+    )
+    assert dump["divergence"] == {"index": 2, "expected": [7, 8, 9], "got": [1, 8]}
+    assert dump["runner"]["generator"] and dump["runner"]["tree"] is None
+
+
+def test_shards_merge_back_in_prompt_order() -> None:
+    from etspec.runtime.bench import Prompt, merge_shards, shard
+
+    prompts = [Prompt(f"p{i}", "x") for i in range(11)]
+    for world in (1, 2, 3, 5):
+        parts = [shard(prompts, r, world) for r in range(world)]
+        assert sorted(p.id for part in parts for p in part) == sorted(p.id for p in prompts)
+        assert all(int(p.id[1:]) % world == r for r, part in enumerate(parts) for p in part)
+        records = [{"s": [{"prompt_id": p.id} for p in reversed(part)]} for part in reversed(parts)]
+        assert [r["prompt_id"] for r in merge_shards(records, prompts)["s"]] == [
+            p.id for p in prompts
+        ]
+
+
+def test_torchrun_two_ranks_merge_to_the_single_process_result(  # type: ignore[no-untyped-def]
+    artifacts, tmp_path: Path
+) -> None:
+    """Acceptance: 2-process torchrun (CPU, gloo) over 20 prompts == one process, ids and
+    order (timings aside)."""
+    import os
+    import subprocess
+    import sys
+
+    case = artifacts.target("mistral_tied")
+    prompts = _prompt_file(tmp_path / "p.jsonl", 20)
+    single = tmp_path / "single.json"
+    res = CliRunner().invoke(main, _bench_args(case.pte, prompts, single))
+    assert res.exit_code == 0, res.output
+    merged = tmp_path / "merged.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "etspec",
+        *_bench_args(case.pte, prompts, merged, "--traces", str(tmp_path / "t.jsonl")),
+    ]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    a, b = json.loads(single.read_text()), json.loads(merged.read_text())
+    assert b["manifest"]["settings"]["world_size"] == 2
+    for name in (BASELINE, "chain3"):
+        ids_a = [(r["prompt_id"], r["token_ids"]) for r in a["records"][name]]
+        ids_b = [(r["prompt_id"], r["token_ids"]) for r in b["records"][name]]
+        assert len(ids_b) == 20 and ids_a == ids_b
+    assert b["summary"]["chain3"]["identical"] == 20
+    # Each rank wrote its own traces: its shard, every system.
+    for rank in (0, 1):
+        lines = [json.loads(x) for x in (tmp_path / f"t.rank{rank}.jsonl").read_text().splitlines()]
+        assert sorted({int(x["prompt_id"]) % 2 for x in lines}) == [rank]
+        assert len(lines) == 2 * 10
+
+
+def test_plot_metrics_from_a_report() -> None:
+    from etspec.runtime.plot import speedup_points, stage_ms_per_call
+
+    report = {
+        "records": {
+            BASELINE: [
+                _record("a", [1], 100.0, 1.0, decode_calls=10, stage_s={"decode": 0.04}),
+                _record(
+                    "b",
+                    [1],
+                    100.0,
+                    1.0,
+                    tokens_per_s=0.0,
+                    decode_calls=10,
+                    stage_s={"decode": 0.06},
+                ),
+            ],
+            "chain3": [
+                _record(
+                    "a",
+                    [1],
+                    250.0,
+                    1.0,
+                    verify_calls=4,
+                    accept_length=2.5,
+                    stage_s={"prefill": 9.0, "verify": 0.02, "draft": 0.01},
+                ),
+                _record("b", [1], 90.0, 1.0, verify_calls=1, accept_length=0.0, stage_s={}),
+            ],
+        },
+        "summary": {},
+    }
+    # Prompt b's baseline has no speed: no speedup point for it.
+    assert speedup_points(report) == {"chain3": [(2.5, 2.5)]}
+    ms = stage_ms_per_call(report)
+    assert ms[BASELINE]["decode"] == pytest.approx(1e3 * 0.1 / 20)
+    assert ms["chain3"]["verify"] == pytest.approx(1e3 * 0.02 / 5)
+    assert ms["chain3"]["draft"] == pytest.approx(1e3 * 0.01 / 5)
+    assert "prefill" not in ms["chain3"]
+
+
+def test_cli_plot_writes_pngs_and_refuses_to_overwrite(  # type: ignore[no-untyped-def]
+    artifacts, tmp_path: Path
+) -> None:
+    case = artifacts.target("mistral_tied")
+    prompts = _prompt_file(tmp_path / "p.jsonl", 2)
+    report = tmp_path / "b.json"
+    assert CliRunner().invoke(main, _bench_args(case.pte, prompts, report)).exit_code == 0
+    res = CliRunner().invoke(main, ["plot", str(report), "-o", str(tmp_path / "plots")])
+    assert res.exit_code == 0, res.output
+    for name in ("speedup_vs_accept.png", "accept_pos.png", "stages.png"):
+        png = (tmp_path / "plots" / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1000
+    again = CliRunner().invoke(main, ["plot", str(report), "-o", str(tmp_path / "plots")])
+    assert again.exit_code == 1 and "exists; pass --force" in again.output
+    (tmp_path / "bad.json").write_text('{"records": {}}')
+    bad = CliRunner().invoke(main, ["plot", str(tmp_path / "bad.json"), "-o", str(tmp_path)])
+    assert bad.exit_code == 1 and "not an etspec bench report" in bad.output

@@ -1,0 +1,129 @@
+"""PNG plots of an ``etspec bench --json`` report (matplotlib, headless).
+
+Each plot is a pure function of the report, so a result can be re-plotted on any machine
+from the JSON alone:
+
+- ``speedup_vs_accept.png``: per prompt, speedup over target-only against accepted draft
+  tokens per verify (the seeds' accept_L), one colour per system;
+- ``accept_pos.png``: the acceptance curve, share of verifies that accepted draft position
+  i among those that proposed it;
+- ``stages.png``: where a step's time goes, stage milliseconds per target call (decode for
+  target-only, verify steps for the speculative systems).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from etspec.errors import EtspecError
+from etspec.runtime.bench import BASELINE
+from etspec.runtime.stats import STAGES
+
+PLOTS = ("speedup_vs_accept.png", "accept_pos.png", "stages.png")
+
+
+def _pyplot():  # type: ignore[no-untyped-def]
+    try:
+        import matplotlib
+    except ImportError:
+        raise EtspecError(
+            "plotting needs matplotlib: pip install 'etspec[bench]' (or matplotlib)"
+        ) from None
+    matplotlib.use("Agg")  # no display on a headless benchmark machine
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def check_report(report: Any) -> None:
+    """A bench report has per-system records and a summary with target-only in it."""
+    if (
+        not isinstance(report, dict)
+        or not isinstance(report.get("records"), dict)
+        or not isinstance(report.get("summary"), dict)
+        or BASELINE not in report["records"]
+    ):
+        raise EtspecError(
+            "not an etspec bench report with per-prompt records: write one with "
+            "`etspec bench ... --json OUT.json`"
+        )
+
+
+def speedup_points(report: dict[str, Any]) -> dict[str, list[tuple[float, float]]]:
+    """Per speculative system: (accept_length, speedup over target-only) per prompt."""
+    base = {r["prompt_id"]: r for r in report["records"][BASELINE]}
+    out: dict[str, list[tuple[float, float]]] = {}
+    for name, records in report["records"].items():
+        if name == BASELINE:
+            continue
+        out[name] = [
+            (r["accept_length"], r["tokens_per_s"] / base[r["prompt_id"]]["tokens_per_s"])
+            for r in records
+            if r["prompt_id"] in base and base[r["prompt_id"]]["tokens_per_s"] > 0
+        ]
+    return out
+
+
+def stage_ms_per_call(report: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per system: milliseconds per target call in each stage (prefill excluded)."""
+    out: dict[str, dict[str, float]] = {}
+    for name, records in report["records"].items():
+        calls = sum(r["verify_calls"] or r.get("decode_calls", 0) for r in records)
+        totals = {s: sum(r["stage_s"].get(s, 0.0) for r in records) for s in STAGES}
+        out[name] = {s: 1e3 * v / calls for s, v in totals.items() if s != "prefill" and calls}
+    return out
+
+
+def plot_report(report: dict[str, Any], out_dir: Path) -> list[Path]:
+    """Write the plots of ``report`` into ``out_dir``; the paths written."""
+    check_report(report)
+    plt = _pyplot()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, points in speedup_points(report).items():
+        if points:
+            xs, ys = zip(*points, strict=True)
+            ax.scatter(xs, ys, s=10, alpha=0.6, label=name)
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set(xlabel="accepted draft tokens per verify (accept_L)", ylabel="speedup over target-only")
+    ax.legend(fontsize=7)
+    written.append(_save(fig, out_dir / PLOTS[0]))
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, s in report["summary"].items():
+        curve = s.get("accept_pos") or []
+        if curve:
+            ax.plot(range(1, len(curve) + 1), curve, marker="o", label=name)
+    ax.set(xlabel="draft position", ylabel="accepted / proposed", ylim=(0, 1.02))
+    ax.legend(fontsize=7)
+    written.append(_save(fig, out_dir / PLOTS[1]))
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    stages = stage_ms_per_call(report)
+    names = list(stages)
+    bottom = [0.0] * len(names)
+    for stage in (s for s in STAGES if s != "prefill"):
+        heights = [stages[n].get(stage, 0.0) for n in names]
+        if any(heights):
+            ax.bar(names, heights, bottom=bottom, label=stage)
+            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.set(ylabel="ms per target call")
+    ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+    ax.legend(fontsize=7)
+    written.append(_save(fig, out_dir / PLOTS[2]))
+    return written
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    fig.clf()
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    tmp.replace(path)
+    return path
