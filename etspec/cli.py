@@ -537,6 +537,26 @@ def validate(**kw: Any) -> None:
     help="Write manifest, summary and per-prompt records here.",
 )
 @click.option(
+    "--sweep",
+    type=click.Choice(["nodes", "depth", "topk"]),
+    default=None,
+    help="Add an EAGLE-2 dynamic-tree sweep (EAGLE-Pangu Table 2): node budget at depth 3, "
+    "depth or top-k at the widest verify.",
+)
+@click.option(
+    "--eager-target",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=None,
+    help="Also run the eager reference program: the target's checkpoint folder (with "
+    "--eager-draft for an EAGLE-3 draft's), at the .pte's shapes.",
+)
+@click.option(
+    "--eager-draft",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=None,
+    help="The draft's checkpoint folder, for --eager-target.",
+)
+@click.option(
     "--traces",
     "traces_out",
     type=click.Path(path_type=Path),
@@ -564,6 +584,7 @@ def bench(**kw: Any) -> None:
         run_systems,
         shard,
         summarize,
+        sweep_trees,
         trace_lines,
     )
     from etspec.runtime.loading import load_systems
@@ -598,8 +619,19 @@ def bench(**kw: Any) -> None:
         import torch.distributed as dist
 
         dist.init_process_group("gloo")
+    if kw["sweep"] is not None:
+        from etspec.artifact import open_artifact
+
+        widest = (
+            max(spec.verify_widths)
+            if spec.reference
+            else open_artifact(spec.target, "target").metadata.verify_width
+        )
+        for n in sweep_trees(kw["sweep"], widest):
+            trees.setdefault(n, shape_by_name(n))
     base, speculative = load_systems(spec, trees)
     systems = {BASELINE: base, **speculative}
+    systems.update(_eager_systems(kw, spec, base.meta, trees))
     dump_dir = out.parent if out is not None else Path.cwd()
     mismatches: list[Path] = []
 
@@ -666,9 +698,9 @@ def bench(**kw: Any) -> None:
 @user_errors
 def plot(report: Path, out_dir: Path, force: bool) -> None:
     """Plot an `etspec bench --json` report: speedup vs accept_L, accept_pos, stages."""
-    from etspec.runtime.plot import PLOTS, plot_report
+    from etspec.runtime.plot import PLOTS, SWEEP_PLOT, plot_report
 
-    taken = [out_dir / name for name in PLOTS if (out_dir / name).exists()]
+    taken = [out_dir / n for n in (*PLOTS, SWEEP_PLOT) if (out_dir / n).exists()]
     if taken and not force:
         raise EtspecError(f"{taken[0]} exists; pass --force to overwrite the plots in {out_dir}")
     try:
@@ -679,6 +711,37 @@ def plot(report: Path, out_dir: Path, force: bool) -> None:
         ) from None
     for path in plot_report(data, out_dir):
         click.echo(f"wrote {path}")
+
+
+def _eager_systems(
+    kw: dict[str, Any], spec: Any, meta: Any, trees: dict[str, Any]
+) -> dict[str, Any]:
+    """The eager reference program beside the .pte (``eager`` + each system's name), at
+    the .pte's context, prefill chunk and verify widths, so both run the same algorithm."""
+    from dataclasses import replace
+
+    from etspec.runtime.loading import load_systems
+
+    target, draft = kw["eager_target"], kw["eager_draft"]
+    if target is None:
+        if draft is not None:
+            raise EtspecError("--eager-draft needs --eager-target (the target's checkpoint)")
+        return {}
+    if spec.reference:
+        raise EtspecError("--eager-target adds eager systems to a .pte run; drop --reference")
+    if spec.draft_method == "eagle3" and spec.draft is not None and draft is None:
+        raise EtspecError("give --eager-draft (the draft's checkpoint folder) with --eager-target")
+    eager = replace(
+        spec,
+        target=target,
+        draft=draft if spec.draft_method == "eagle3" else None,
+        reference=True,
+        max_seq=meta.max_context,
+        prefill_chunk=meta.prefill_chunk,
+        verify_widths=tuple(meta.verify_widths),
+    )
+    base, speculative = load_systems(eager, trees)
+    return {"eager target-only": base, **{f"eager {n}": r for n, r in speculative.items()}}
 
 
 def _write_atomic(path: Path, text: str) -> None:

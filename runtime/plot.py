@@ -8,7 +8,9 @@ from the JSON alone:
 - ``accept_pos.png``: the acceptance curve, share of verifies that accepted draft position
   i among those that proposed it;
 - ``stages.png``: where a step's time goes, stage milliseconds per target call (decode for
-  target-only, verify steps for the speculative systems).
+  target-only, verify steps for the speculative systems);
+- ``sweep.png`` (reports of ``etspec bench --sweep``): TPC and speedup against the swept
+  parameter, as in EAGLE-Pangu's Table 2.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from etspec.errors import EtspecError
-from etspec.runtime.bench import BASELINE
+from etspec.runtime.bench import BASELINE, SWEEPS, sweep_value
 from etspec.runtime.stats import STAGES
 
 PLOTS = ("speedup_vs_accept.png", "accept_pos.png", "stages.png")
+SWEEP_PLOT = "sweep.png"
 
 
 def _pyplot():  # type: ignore[no-untyped-def]
@@ -75,6 +78,19 @@ def stage_ms_per_call(report: dict[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
+def sweep_points(report: dict[str, Any]) -> tuple[str, list[tuple[int, float, float]]] | None:
+    """(swept parameter, [(value, mean TPC, mean speedup)] sorted by value) of a sweep run."""
+    kind = report.get("manifest", {}).get("settings", {}).get("sweep")
+    if kind not in SWEEPS:
+        return None
+    points = []
+    for name, s in report["summary"].items():
+        value = sweep_value(kind, name)
+        if value is not None and "tpc" in s and "speedup" in s:
+            points.append((value, s["tpc"]["mean"], s["speedup"]["mean"]))
+    return SWEEPS[kind][0], sorted(points)
+
+
 def plot_report(report: dict[str, Any], out_dir: Path) -> list[Path]:
     """Write the plots of ``report`` into ``out_dir``; the paths written."""
     check_report(report)
@@ -114,6 +130,18 @@ def plot_report(report: dict[str, Any], out_dir: Path) -> list[Path]:
     ax.tick_params(axis="x", labelrotation=30, labelsize=7)
     ax.legend(fontsize=7)
     written.append(_save(fig, out_dir / PLOTS[2]))
+
+    sweep = sweep_points(report)
+    if sweep is not None and sweep[1]:
+        param, points = sweep
+        xs, tpc, speed = zip(*points, strict=True)
+        fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.5))
+        left.plot(xs, tpc, marker="o")
+        left.set(xlabel=param, ylabel="TPC (tokens per target call)")
+        right.plot(xs, speed, marker="o", color="tab:orange")
+        right.axhline(1.0, color="grey", lw=0.8, ls="--")
+        right.set(xlabel=param, ylabel="speedup over target-only")
+        written.append(_save(fig, out_dir / SWEEP_PLOT))
     return written
 
 

@@ -2,7 +2,8 @@
 
 Reads an ``etspec bench --json`` report (greedy, HumanEval prompts), cuts every target-only
 completion at the first top-level ``def``/``class`` line (the function is complete there),
-and counts the completions that ``ast.parse`` accepts together with their prompt.
+and counts the completions that ``ast.parse`` accepts together with their prompt, and
+apart from them the empty ones (no code before the next top-level definition).
 
     python scripts/humaneval_syntax.py bench.json [--system target-only]
 """
@@ -42,14 +43,20 @@ def parses(source: str) -> bool:
 def main(report: Path, system: str) -> None:
     records = json.loads(report.read_text())["records"][system]
     prompts = {p.id: p.text for p in humaneval_prompts()}
-    ok = sum(parses(prompts[r["prompt_id"]] + truncate(r["text"])) for r in records)
+    bodies = [truncate(r["text"]) for r in records]
+    ok = [parses(prompts[r["prompt_id"]] + b) for r, b in zip(records, bodies, strict=True)]
+    # A completion that opens a new top-level def at once truncates to nothing, and a
+    # prompt with an empty body still parses: count those apart so they cannot pass as code.
+    empty = [not b.strip() for b in bodies]
     click.echo(
         json.dumps(
             {
                 "system": system,
                 "completions": len(records),
-                "parse": ok,
-                "fraction": round(ok / len(records), 4),
+                "parse": sum(ok),
+                "fraction": round(sum(ok) / len(records), 4),
+                "empty": sum(empty),
+                "parse_with_code": sum(o and not e for o, e in zip(ok, empty, strict=True)),
             }
         )
     )

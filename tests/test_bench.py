@@ -143,6 +143,8 @@ def test_humaneval_prompts_come_from_the_package() -> None:
     prompts = humaneval_prompts()
     assert len(prompts) == 164
     assert prompts[0].id == "HumanEval/0" and "def has_close_elements" in prompts[0].text
+    # Stripped (bigcode harness): the model writes the newline + indentation token itself.
+    assert all(p.text == p.text.rstrip() for p in prompts) and prompts[0].text.endswith('"""')
 
 
 def test_cli_bench_runs_side_by_side_and_writes_json(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -478,3 +480,45 @@ def test_cli_plot_writes_pngs_and_refuses_to_overwrite(  # type: ignore[no-untyp
     (tmp_path / "bad.json").write_text('{"records": {}}')
     bad = CliRunner().invoke(main, ["plot", str(tmp_path / "bad.json"), "-o", str(tmp_path)])
     assert bad.exit_code == 1 and "not an etspec bench report" in bad.output
+
+
+def test_cli_bench_runs_the_eager_reference_beside_the_pte(  # type: ignore[no-untyped-def]
+    artifacts, tmp_path: Path
+) -> None:
+    case = artifacts.target("mistral_tied")
+    prompts = _prompt_file(tmp_path / "p.jsonl", 3)
+    out = tmp_path / "b.json"
+    args = _bench_args(case.pte, prompts, out, "--eager-target", str(case.checkpoint))
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    assert list(report["records"]) == [BASELINE, "chain3", "eager target-only", "eager chain3"]
+    pte_ids = [r["token_ids"] for r in report["records"][BASELINE]]
+    for name in ("eager target-only", "eager chain3"):
+        assert [r["token_ids"] for r in report["records"][name]] == pte_ids
+        assert report["summary"][name]["identical"] == 3
+    assert report["summary"]["eager chain3"]["tpc"]["mean"] >= 1.0
+    lone = CliRunner().invoke(
+        main, [*_bench_args(case.pte, prompts, out), "--force", "--eager-draft", str(tmp_path)]
+    )
+    assert lone.exit_code == 1 and "--eager-draft needs --eager-target" in lone.output
+
+
+def test_sweeps_name_dynamic_trees_that_fit_and_plot_by_parameter() -> None:
+    from etspec.runtime.bench import sweep_trees, sweep_value
+    from etspec.runtime.plot import sweep_points
+
+    assert sweep_trees("nodes", 16) == [f"dynamic-d3k4t{t}" for t in (4, 6, 8, 12, 16)]
+    assert sweep_trees("depth", 8)[:2] == ["dynamic-d1k4t8", "dynamic-d2k4t8"]
+    assert sweep_trees("topk", 16)[0] == "dynamic-d3k1t16"
+    with pytest.raises(EtspecError, match="unknown sweep 'width'"):
+        sweep_trees("width", 16)
+    assert sweep_value("depth", "dynamic-d5k4t16") == 5 and sweep_value("nodes", "chain3") is None
+    summary = {
+        "dynamic-d3k4t8": {"tpc": {"mean": 2.5}, "speedup": {"mean": 1.2}},
+        "dynamic-d3k4t4": {"tpc": {"mean": 2.0}, "speedup": {"mean": 1.1}},
+        "chain3": {"tpc": {"mean": 3.0}, "speedup": {"mean": 1.5}},
+    }
+    report = {"manifest": {"settings": {"sweep": "nodes"}}, "summary": summary}
+    assert sweep_points(report) == ("total_tokens", [(4, 2.0, 1.1), (8, 2.5, 1.2)])
+    assert sweep_points({"manifest": {"settings": {}}, "summary": summary}) is None
