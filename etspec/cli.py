@@ -575,6 +575,7 @@ def bench(**kw: Any) -> None:
 
     from tqdm import tqdm
 
+    from etspec.export.lowering import write_atomically
     from etspec.runtime.bench import (
         BASELINE,
         BenchFailure,
@@ -653,7 +654,7 @@ def bench(**kw: Any) -> None:
         path = _write_dump(e.dump, dump_dir)
         raise EtspecError(f"{e}; the inputs that reproduce it are in {path}") from None
     if traces_out is not None:
-        _write_atomic(traces_out, "".join(line + "\n" for line in trace_lines(records)))
+        write_atomically(traces_out, "".join(f"{line}\n" for line in trace_lines(records)).encode())
         for recs in records.values():
             for r in recs:
                 r.pop("steps", None)
@@ -680,7 +681,7 @@ def bench(**kw: Any) -> None:
         }
         settings["world_size"] = world
         report = {"manifest": manifest(settings), "summary": summary, "records": records}
-        _write_atomic(out, json.dumps(report, indent=1))
+        write_atomically(out, json.dumps(report, indent=1).encode())
         click.echo(f"wrote {out}")
 
 
@@ -698,7 +699,8 @@ def bench(**kw: Any) -> None:
 @user_errors
 def plot(report: Path, out_dir: Path, force: bool) -> None:
     """Plot an `etspec bench --json` report: speedup vs accept_L, accept_pos, stages."""
-    from etspec.runtime.plot import PLOTS, SWEEP_PLOT, plot_report
+    from etspec.export.lowering import write_atomically
+    from etspec.runtime.plot import PLOTS, SWEEP_PLOT, render_report
 
     taken = [out_dir / n for n in (*PLOTS, SWEEP_PLOT) if (out_dir / n).exists()]
     if taken and not force:
@@ -709,8 +711,11 @@ def plot(report: Path, out_dir: Path, force: bool) -> None:
         raise EtspecError(
             f"{report} is not JSON ({e}); give an `etspec bench --json` report"
         ) from None
-    for path in plot_report(data, out_dir):
-        click.echo(f"wrote {path}")
+    pngs = render_report(data)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, png in pngs.items():
+        write_atomically(out_dir / name, png)
+        click.echo(f"wrote {out_dir / name}")
 
 
 def _eager_systems(
@@ -742,12 +747,6 @@ def _eager_systems(
     )
     base, speculative = load_systems(eager, trees)
     return {"eager target-only": base, **{f"eager {n}": r for n, r in speculative.items()}}
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def _write_dump(dump: dict[str, Any], folder: Path) -> Path:

@@ -222,7 +222,9 @@ def run_systems(
         cold = runner.generate(prompts[0].text, max_new_tokens, sampling).stats
         first[name] = {"ttft_ms": 1e3 * cold.ttft_s, "total_s": cold.total_s}
     records: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
+    greedy_check = on_mismatch is not None and sampling.temperature == 0
     for p in prompts:
+        expected: list[int] | None = None  # target-only's ids for this prompt (it runs first)
         for name, runner in systems.items():
             room = runner.meta.max_context - len(runner.encode(p.text))
             budget = max(1, min(max_new_tokens, room))
@@ -243,16 +245,9 @@ def run_systems(
                     "peak_rss_bytes": st.memory.get("peak_rss_bytes", 0),
                 }
             )
-            base = records.get(BASELINE)
-            if (
-                on_mismatch is not None
-                and sampling.temperature == 0
-                and name != BASELINE
-                and base
-                and base[-1]["prompt_id"] == p.id
-                and base[-1]["token_ids"] != result.token_ids
-            ):
-                expected = base[-1]["token_ids"]
+            if name == BASELINE:
+                expected = result.token_ids
+            elif greedy_check and expected is not None and result.token_ids != expected:
                 on_mismatch(
                     failure_dump(
                         name, runner, p, budget, sampling, expected=expected, got=result.token_ids

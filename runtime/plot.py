@@ -15,7 +15,7 @@ from the JSON alone:
 
 from __future__ import annotations
 
-from pathlib import Path
+import io
 from typing import Any
 
 from etspec.errors import EtspecError
@@ -91,12 +91,11 @@ def sweep_points(report: dict[str, Any]) -> tuple[str, list[tuple[int, float, fl
     return SWEEPS[kind][0], sorted(points)
 
 
-def plot_report(report: dict[str, Any], out_dir: Path) -> list[Path]:
-    """Write the plots of ``report`` into ``out_dir``; the paths written."""
+def render_report(report: dict[str, Any]) -> dict[str, bytes]:
+    """The plots of ``report`` as PNG bytes by file name (the caller writes them)."""
     check_report(report)
     plt = _pyplot()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
+    pngs: dict[str, bytes] = {}
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, points in speedup_points(report).items():
@@ -106,7 +105,7 @@ def plot_report(report: dict[str, Any], out_dir: Path) -> list[Path]:
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax.set(xlabel="accepted draft tokens per verify (accept_L)", ylabel="speedup over target-only")
     ax.legend(fontsize=7)
-    written.append(_save(fig, out_dir / PLOTS[0]))
+    pngs[PLOTS[0]] = _png(plt, fig)
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, s in report["summary"].items():
@@ -115,7 +114,7 @@ def plot_report(report: dict[str, Any], out_dir: Path) -> list[Path]:
             ax.plot(range(1, len(curve) + 1), curve, marker="o", label=name)
     ax.set(xlabel="draft position", ylabel="accepted / proposed", ylim=(0, 1.02))
     ax.legend(fontsize=7)
-    written.append(_save(fig, out_dir / PLOTS[1]))
+    pngs[PLOTS[1]] = _png(plt, fig)
 
     fig, ax = plt.subplots(figsize=(7, 4))
     stages = stage_ms_per_call(report)
@@ -129,7 +128,7 @@ def plot_report(report: dict[str, Any], out_dir: Path) -> list[Path]:
     ax.set(ylabel="ms per target call")
     ax.tick_params(axis="x", labelrotation=30, labelsize=7)
     ax.legend(fontsize=7)
-    written.append(_save(fig, out_dir / PLOTS[2]))
+    pngs[PLOTS[2]] = _png(plt, fig)
 
     sweep = sweep_points(report)
     if sweep is not None and sweep[1]:
@@ -141,17 +140,13 @@ def plot_report(report: dict[str, Any], out_dir: Path) -> list[Path]:
         right.plot(xs, speed, marker="o", color="tab:orange")
         right.axhline(1.0, color="grey", lw=0.8, ls="--")
         right.set(xlabel=param, ylabel="speedup over target-only")
-        written.append(_save(fig, out_dir / SWEEP_PLOT))
-    return written
+        pngs[SWEEP_PLOT] = _png(plt, fig)
+    return pngs
 
 
-def _save(fig: Any, path: Path) -> Path:
+def _png(plt: Any, fig: Any) -> bytes:
     fig.tight_layout()
-    tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
-    fig.clf()
-    import matplotlib.pyplot as plt
-
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
-    tmp.replace(path)
-    return path
+    return buf.getvalue()
