@@ -262,6 +262,13 @@ def _runner_options(fn: F) -> F:
             help="Dynamic tree size incl. the root (EAGLE total_token, SGLang num_draft_tokens).",
         ),
         click.option(
+            "--draft-window",
+            default=None,
+            type=click.IntRange(min=1),
+            help="The draft attends to its last N positions only (an ablation, EAGLE-Pangu "
+            "Table 3) [default: all].",
+        ),
+        click.option(
             "--kv",
             "kv_strategy",
             type=click.Choice(["position-overwrite", "scratch-commit"]),
@@ -332,6 +339,7 @@ def _spec(kw: dict[str, Any]) -> Any:
         draft_method=kw["draft_method"],
         tree=tree,
         kv_strategy=kw["kv_strategy"],
+        draft_window=kw["draft_window"],
         reference=kw["reference"],
         device=kw["device"],
         max_seq=kw["max_seq"],
@@ -557,6 +565,26 @@ def validate(**kw: Any) -> None:
     help="The draft's checkpoint folder, for --eager-target.",
 )
 @click.option(
+    "--draft-windows",
+    default=None,
+    help="Drafter-only window ablation (EAGLE-Pangu Table 3): the first of --trees again "
+    "per W in this comma-separated list, the draft attending to its last W positions only.",
+)
+@click.option(
+    "--hf-target",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=None,
+    help="Also run transformers generate on this Hugging Face checkpoint (the target's) as "
+    "an outside peer (needs transformers).",
+)
+@click.option(
+    "--hf-assistant",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=None,
+    help="A small causal LM with the target's tokenizer: adds transformers assisted "
+    "generation (assistant_model) as a peer.",
+)
+@click.option(
     "--traces",
     "traces_out",
     type=click.Path(path_type=Path),
@@ -630,9 +658,11 @@ def bench(**kw: Any) -> None:
         )
         for n in sweep_trees(kw["sweep"], widest):
             trees.setdefault(n, shape_by_name(n))
-    base, speculative = load_systems(spec, trees)
-    systems = {BASELINE: base, **speculative}
+    windows = _draft_windows(kw["draft_windows"])
+    base, speculative = load_systems(spec, trees, windows)
+    systems: dict[str, Any] = {BASELINE: base, **speculative}
     systems.update(_eager_systems(kw, spec, base.meta, trees))
+    systems.update(_transformers_peers(kw, base))
     dump_dir = out.parent if out is not None else Path.cwd()
     mismatches: list[Path] = []
 
@@ -700,9 +730,9 @@ def bench(**kw: Any) -> None:
 def plot(report: Path, out_dir: Path, force: bool) -> None:
     """Plot an `etspec bench --json` report: speedup vs accept_L, accept_pos, stages."""
     from etspec.export.lowering import write_atomically
-    from etspec.runtime.plot import PLOTS, SWEEP_PLOT, render_report
+    from etspec.runtime.plot import PLOTS, SWEEP_PLOT, WINDOW_PLOT, render_report
 
-    taken = [out_dir / n for n in (*PLOTS, SWEEP_PLOT) if (out_dir / n).exists()]
+    taken = [out_dir / n for n in (*PLOTS, SWEEP_PLOT, WINDOW_PLOT) if (out_dir / n).exists()]
     if taken and not force:
         raise EtspecError(f"{taken[0]} exists; pass --force to overwrite the plots in {out_dir}")
     try:
@@ -747,6 +777,34 @@ def _eager_systems(
     )
     base, speculative = load_systems(eager, trees)
     return {"eager target-only": base, **{f"eager {n}": r for n, r in speculative.items()}}
+
+
+def _draft_windows(value: str | None) -> tuple[int, ...]:
+    if not value:
+        return ()
+    try:
+        windows = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise EtspecError(
+            f"--draft-windows takes comma-separated token counts, got {value!r}"
+        ) from None
+    if not windows or min(windows) < 1:
+        raise EtspecError(f"--draft-windows must be positive token counts, got {value!r}")
+    return windows
+
+
+def _transformers_peers(kw: dict[str, Any], base: Any) -> dict[str, Any]:
+    """transformers greedy (and, with --hf-assistant, assisted) generate on --hf-target."""
+    from etspec.runtime.transformers_peers import transformers_peers
+
+    target, assistant = kw["hf_target"], kw["hf_assistant"]
+    if target is None:
+        if assistant is not None:
+            raise EtspecError("--hf-assistant needs --hf-target (the target's HF checkpoint)")
+        return {}
+    if kw["reference"]:
+        raise EtspecError("transformers peers join a .pte run; drop --reference")
+    return transformers_peers(target, assistant, base)
 
 
 def _write_dump(dump: dict[str, Any], folder: Path) -> Path:

@@ -1,9 +1,10 @@
 """Benchmark harness: the same prompts through several systems, side by side, in one run.
 
 A *system* is a ``TextLLMRunner`` under a name (target-only, speculative with some tree
-mode, ...). Every system sees the same prompts in the same order on the same machine; one
-warm-up generation per system is excluded. Greedy outputs of every system are compared with
-the target-only system's, token for token (a benchmark that changes the output measures
+mode, ...) or an outside peer (``transformers`` generate, ``runtime/transformers_peers.py``).
+Every system sees the same prompts in the same order on the same machine; one warm-up
+generation per system is excluded. Greedy outputs of every system are compared with the
+target-only system's, token for token (a benchmark that changes the output measures
 nothing). Results are per-prompt records plus summaries; ``summarize`` is pure so tests can
 check the metrics on synthetic records.
 """
@@ -21,10 +22,11 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from etspec.contract import TargetMetadata
 from etspec.errors import EtspecError
-from etspec.runtime.runner import TextLLMRunner
+from etspec.runtime.runner import GenerationResult
 from etspec.runtime.sampling import SamplingConfig
 
 BASELINE = "target-only"
@@ -32,8 +34,38 @@ BASELINE = "target-only"
 
 @dataclass(frozen=True)
 class Prompt:
+    """One benchmark prompt; ``followups`` are later turns of an MT-Bench-style
+    conversation, each run as a continuation of the conversation so far."""
+
     id: str
     text: str
+    followups: tuple[str, ...] = ()
+
+    @property
+    def turns(self) -> tuple[str, ...]:
+        return (self.text, *self.followups)
+
+
+# Between one turn's answer and the next turn: the bundled tokenizer has no chat template, so
+# a conversation is plain text, each turn a new paragraph.
+TURN_SEPARATOR = "\n\n"
+
+
+class BenchSystem(Protocol):
+    """What the harness needs of a system: ``TextLLMRunner`` and the outside peers."""
+
+    meta: TargetMetadata
+
+    def encode(self, prompt: str | Sequence[int]) -> list[int]: ...
+
+    def generate(
+        self,
+        prompt: str | Sequence[int],
+        max_new_tokens: int = ...,
+        sampling: SamplingConfig | None = ...,
+        *,
+        trace: bool = ...,
+    ) -> GenerationResult: ...
 
 
 def humaneval_prompts() -> list[Prompt]:
@@ -57,7 +89,8 @@ def humaneval_prompts() -> list[Prompt]:
 
 
 def jsonl_prompts(path: str | Path) -> list[Prompt]:
-    """A JSONL file with ``prompt`` per line (or MT-Bench ``turns``: the first turn)."""
+    """A JSONL file with ``prompt`` per line, or MT-Bench ``turns`` (a list of strings: a
+    conversation whose later turns continue it)."""
     p = Path(path)
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
@@ -73,12 +106,19 @@ def jsonl_prompts(path: str | Path) -> list[Prompt]:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise EtspecError(f"{p}:{i + 1}: not JSON ({e.msg})") from None
-        text = row.get("prompt") if isinstance(row, dict) else None
-        if text is None and isinstance(row, dict) and row.get("turns"):
-            text = row["turns"][0]
-        if not isinstance(text, str):
-            raise EtspecError(f"{p}:{i + 1}: expected a 'prompt' string or a 'turns' list")
-        out.append(Prompt(str(row.get("id", row.get("question_id", i))), text))
+        turns = None
+        if isinstance(row, dict):
+            turns = [row["prompt"]] if "prompt" in row else row.get("turns")
+        if (
+            not isinstance(turns, list)
+            or not turns
+            or not all(isinstance(t, str) and t for t in turns)
+        ):
+            raise EtspecError(
+                f"{p}:{i + 1}: expected a non-empty 'prompt' string or a 'turns' list of them"
+            )
+        pid = str(row.get("id", row.get("question_id", i)))
+        out.append(Prompt(pid, turns[0], tuple(turns[1:])))
     return out
 
 
@@ -117,13 +157,13 @@ class BenchFailure(EtspecError):
         self.dump = dump
 
 
-def describe(runner: TextLLMRunner) -> dict[str, Any]:
+def describe(runner: BenchSystem) -> dict[str, Any]:
     """What a failure report needs about one system: its generator, tree policy, KV strategy
     and the target artifact's metadata (context, verify widths, KV layout)."""
-    gen = runner.generator
+    gen = getattr(runner, "generator", None)
     policy = getattr(gen, "policy", None)
     return {
-        "generator": type(gen).__name__,
+        "generator": type(gen if gen is not None else runner).__name__,
         "tree": [c.name for c in policy.candidates()] if policy is not None else None,
         "kv_strategy": getattr(gen, "kv_strategy", None),
         "target": runner.meta.constant_methods(),
@@ -132,8 +172,9 @@ def describe(runner: TextLLMRunner) -> dict[str, Any]:
 
 def failure_dump(
     system: str,
-    runner: TextLLMRunner,
+    runner: BenchSystem,
     prompt: Prompt,
+    prompt_ids: Sequence[int],
     max_new_tokens: int,
     sampling: SamplingConfig,
     *,
@@ -142,13 +183,13 @@ def failure_dump(
     got: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """A compact, self-contained report of one failed generation: the inputs that reproduce
-    it (prompt id, text and ids, settings), the system and, for a wrong output, where it
-    diverged from target-only."""
+    it (prompt id, text and the exact ids generated from, settings), the system and, for a
+    wrong output, where it diverged from target-only."""
     dump: dict[str, Any] = {
         "system": system,
         "prompt_id": prompt.id,
         "prompt": prompt.text,
-        "prompt_ids": runner.encode(prompt.text),
+        "prompt_ids": list(prompt_ids),
         "max_new_tokens": max_new_tokens,
         "sampling": dataclasses.asdict(sampling),
         "runner": describe(runner),
@@ -196,7 +237,7 @@ def sweep_value(kind: str, name: str) -> int | None:
 
 
 def run_systems(
-    systems: dict[str, TextLLMRunner],
+    systems: dict[str, BenchSystem],
     prompts: Sequence[Prompt],
     max_new_tokens: int,
     sampling: SamplingConfig,
@@ -208,6 +249,12 @@ def run_systems(
     """Per-prompt records of every system. Prompt by prompt, every system in turn (after
     one excluded warm-up each): a machine whose speed drifts during the run (shared or
     throttled cores) then slows every system alike instead of whichever ran last.
+
+    A conversation (a prompt with follow-up turns) gives one record per turn, ``prompt_id``
+    ``ID/turnN``: turn N sees the earlier turns with target-only's answers to them, so every
+    system gets the same tokens (under greedy every lossless system's answers are those
+    anyway). A conversation longer than the context keeps its latest tokens, leaving room
+    for ``max_new_tokens``.
 
     ``trace`` adds every speculative step to the records (``steps``). A system that raises
     stops the run with a ``BenchFailure`` carrying a failure dump; under greedy sampling, an
@@ -223,39 +270,75 @@ def run_systems(
         first[name] = {"ttft_ms": 1e3 * cold.ttft_s, "total_s": cold.total_s}
     records: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
     greedy_check = on_mismatch is not None and sampling.temperature == 0
+    any_runner = next(iter(systems.values()))
+    limit = any_runner.meta.max_context
     for p in prompts:
-        expected: list[int] | None = None  # target-only's ids for this prompt (it runs first)
-        for name, runner in systems.items():
-            room = runner.meta.max_context - len(runner.encode(p.text))
-            budget = max(1, min(max_new_tokens, room))
-            try:
-                result = runner.generate(p.text, budget, sampling, trace=trace)
-            except Exception as e:
-                dump = failure_dump(name, runner, p, budget, sampling, error=e)
-                raise BenchFailure(f"{name} failed on prompt {p.id}: {e}", dump) from e
-            st = result.stats
-            records[name].append(
-                {
-                    "prompt_id": p.id,
-                    "prompt_tokens": st.prompt_tokens,
-                    "token_ids": result.token_ids,
-                    "text": result.text,
-                    "stop_reason": result.stop_reason,
-                    **{k: v for k, v in st.to_dict().items() if k not in ("memory",)},
-                    "peak_rss_bytes": st.memory.get("peak_rss_bytes", 0),
-                }
-            )
-            if name == BASELINE:
-                expected = result.token_ids
-            elif greedy_check and expected is not None and result.token_ids != expected:
-                on_mismatch(
-                    failure_dump(
-                        name, runner, p, budget, sampling, expected=expected, got=result.token_ids
-                    )
-                )
+        history = ""
+        for n, ask in enumerate(p.turns, start=1):
+            text = history + ask
+            ids = any_runner.encode(text)
+            if n > 1 and len(ids) + max_new_tokens > limit:
+                ids = ids[-max(1, limit - max_new_tokens) :]
+            turn = Prompt(p.id if not p.followups else f"{p.id}/turn{n}", text)
+            budget = max(1, min(max_new_tokens, limit - len(ids)))
+            answers = _run_turn(systems, turn, ids, budget, sampling, trace, records)
+            if p.followups:
+                for name in systems:
+                    records[name][-1].update(source_id=p.id, turn=n)
+            expected = answers.get(BASELINE)
+            if greedy_check and expected is not None:
+                for name, got in answers.items():
+                    if got.token_ids != expected.token_ids:
+                        on_mismatch(  # type: ignore[misc]
+                            failure_dump(
+                                name,
+                                systems[name],
+                                turn,
+                                ids,
+                                budget,
+                                sampling,
+                                expected=expected.token_ids,
+                                got=got.token_ids,
+                            )
+                        )
+            reply = expected or next(iter(answers.values()))
+            history = text + reply.text + TURN_SEPARATOR
         if on_prompt is not None:
             on_prompt()
     return records, first
+
+
+def _run_turn(
+    systems: dict[str, BenchSystem],
+    prompt: Prompt,
+    ids: list[int],
+    budget: int,
+    sampling: SamplingConfig,
+    trace: bool,
+    records: dict[str, list[dict[str, Any]]],
+) -> dict[str, GenerationResult]:
+    """Every system on one prompt's ids; appends a record per system."""
+    results = {}
+    for name, runner in systems.items():
+        try:
+            result = runner.generate(ids, budget, sampling, trace=trace)
+        except Exception as e:
+            dump = failure_dump(name, runner, prompt, ids, budget, sampling, error=e)
+            raise BenchFailure(f"{name} failed on prompt {prompt.id}: {e}", dump) from e
+        st = result.stats
+        records[name].append(
+            {
+                "prompt_id": prompt.id,
+                "prompt_tokens": st.prompt_tokens,
+                "token_ids": result.token_ids,
+                "text": result.text,
+                "stop_reason": result.stop_reason,
+                **{k: v for k, v in st.to_dict().items() if k not in ("memory",)},
+                "peak_rss_bytes": st.memory.get("peak_rss_bytes", 0),
+            }
+        )
+        results[name] = result
+    return results
 
 
 def shard(prompts: Sequence[Prompt], rank: int, world: int) -> list[Prompt]:
@@ -266,14 +349,15 @@ def shard(prompts: Sequence[Prompt], rank: int, world: int) -> list[Prompt]:
 def merge_shards(
     parts: Sequence[dict[str, list[dict[str, Any]]]], prompts: Sequence[Prompt]
 ) -> dict[str, list[dict[str, Any]]]:
-    """Records of all ranks as one run's: every system's records in prompt-list order."""
+    """Records of all ranks as one run's: every system's records in prompt-list order (a
+    conversation's turns in turn order)."""
     order = {p.id: i for i, p in enumerate(prompts)}
     merged: dict[str, list[dict[str, Any]]] = {}
     for part in parts:
         for name, records in part.items():
             merged.setdefault(name, []).extend(records)
     for records in merged.values():
-        records.sort(key=lambda r: order[r["prompt_id"]])
+        records.sort(key=lambda r: (order[r.get("source_id", r["prompt_id"])], r.get("turn", 0)))
     return merged
 
 

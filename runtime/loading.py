@@ -3,7 +3,8 @@ folders run in torch (reference mode). Shared by the CLI, scripts and tests."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from etspec.errors import EtspecError
@@ -23,6 +24,8 @@ class RunnerSpec:
     draft_method: str = "eagle3"
     tree: TreeSettings = field(default_factory=TreeSettings)
     kv_strategy: str = "position-overwrite"
+    # The EAGLE-3 draft attends to this many latest positions only (an ablation); None: all.
+    draft_window: int | None = None
     reference: bool = False  # target/draft are checkpoint folders run eagerly
     device: str = "cpu"
     # Static shapes of reference-mode programs (a .pte carries its own).
@@ -67,6 +70,8 @@ def _check_method(spec: RunnerSpec) -> None:
         )
     if spec.draft_method == "prompt-lookup" and spec.draft is not None:
         raise EtspecError("--draft-method prompt-lookup uses no draft file; drop --draft")
+    if spec.draft_window is not None and (spec.draft_method != "eagle3" or spec.draft is None):
+        raise EtspecError("--draft-window truncates an EAGLE-3 draft's attention; give --draft")
 
 
 def load_runners(spec: RunnerSpec) -> tuple[TextLLMRunner, TextLLMRunner | None]:
@@ -94,7 +99,7 @@ def speculative_runner(
     if draft is not None:
         from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 
-        runner = Eagle3DraftRunner(draft)
+        runner = Eagle3DraftRunner(draft, spec.draft_window)
     else:
         from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner
 
@@ -111,13 +116,24 @@ def speculative_runner(
 
 
 def load_systems(
-    spec: RunnerSpec, trees: dict[str, TreeSettings | TreePolicy]
+    spec: RunnerSpec,
+    trees: dict[str, TreeSettings | TreePolicy],
+    draft_windows: Sequence[int] = (),
 ) -> tuple[TextLLMRunner, dict[str, TextLLMRunner]]:
     """Target-only runner plus one speculative runner per named tree setting or fixed
-    shape, all over one loaded pair."""
+    shape, all over one loaded pair; with ``draft_windows``, the first tree again per window
+    W as ``"<tree> wW"``, its draft attending to the last W positions only."""
     _check_method(spec)
+    if draft_windows and (spec.draft_method != "eagle3" or spec.draft is None):
+        raise EtspecError("draft windows truncate an EAGLE-3 draft's attention; give --draft")
     target, draft = _programs(spec)
     base = TextLLMRunner(target, reference=spec.reference)
     if not spec.speculative:
         return base, {}
-    return base, {name: speculative_runner(spec, base, draft, t) for name, t in trees.items()}
+    systems = {name: speculative_runner(spec, base, draft, t) for name, t in trees.items()}
+    if draft_windows and trees:
+        name, tree = next(iter(trees.items()))
+        for w in draft_windows:
+            windowed = replace(spec, draft_window=w)
+            systems[f"{name} w{w}"] = speculative_runner(windowed, base, draft, tree)
+    return base, systems

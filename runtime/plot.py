@@ -10,20 +10,25 @@ from the JSON alone:
 - ``stages.png``: where a step's time goes, stage milliseconds per target call (decode for
   target-only, verify steps for the speculative systems);
 - ``sweep.png`` (reports of ``etspec bench --sweep``): TPC and speedup against the swept
-  parameter, as in EAGLE-Pangu's Table 2.
+  parameter, as in EAGLE-Pangu's Table 2;
+- ``window.png`` (reports of ``etspec bench --draft-windows``): accept_L and speedup per
+  drafter window, as in EAGLE-Pangu's Table 3 and Figure 6.
 """
 
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 from etspec.errors import EtspecError
-from etspec.runtime.bench import BASELINE, SWEEPS, sweep_value
+from etspec.runtime.bench import BASELINE, SWEEPS, percentile, sweep_value
 from etspec.runtime.stats import STAGES
 
 PLOTS = ("speedup_vs_accept.png", "accept_pos.png", "stages.png")
 SWEEP_PLOT = "sweep.png"
+WINDOW_PLOT = "window.png"
+WINDOWED = re.compile(r"(.+) w(\d+)")
 
 
 def _pyplot():  # type: ignore[no-untyped-def]
@@ -91,6 +96,26 @@ def sweep_points(report: dict[str, Any]) -> tuple[str, list[tuple[int, float, fl
     return SWEEPS[kind][0], sorted(points)
 
 
+def window_points(report: dict[str, Any]) -> list[tuple[str, float, float, float]]:
+    """EAGLE-Pangu Table 3 rows of a ``--draft-windows`` run: (window, accept_L mean,
+    accept_L p90, mean speedup), the unwindowed system first as ``none``, then by window."""
+    records, summary = report["records"], report["summary"]
+    windowed = []
+    for name in records:
+        m = WINDOWED.fullmatch(name)
+        if m and m.group(1) in records:
+            windowed.append((int(m.group(2)), m.group(1), name))
+    if not windowed:
+        return []
+    base = windowed[0][1]
+    rows = []
+    for label, name in [("none", base)] + [(str(w), n) for w, _, n in sorted(windowed)]:
+        accept = [r["accept_length"] for r in records[name]]
+        speed = summary.get(name, {}).get("speedup", {}).get("mean", float("nan"))
+        rows.append((label, sum(accept) / len(accept), percentile(accept, 90), speed))
+    return rows
+
+
 def render_report(report: dict[str, Any]) -> dict[str, bytes]:
     """The plots of ``report`` as PNG bytes by file name (the caller writes them)."""
     check_report(report)
@@ -141,6 +166,19 @@ def render_report(report: dict[str, Any]) -> dict[str, bytes]:
         right.axhline(1.0, color="grey", lw=0.8, ls="--")
         right.set(xlabel=param, ylabel="speedup over target-only")
         pngs[SWEEP_PLOT] = _png(plt, fig)
+
+    rows = window_points(report)
+    if rows:
+        labels, mean, p90, speed = zip(*rows, strict=True)
+        fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.5))
+        left.plot(labels, mean, marker="o", label="mean")
+        left.plot(labels, p90, marker="s", ls="--", label="p90")
+        left.set(xlabel="draft window W (tokens)", ylabel="accept_L")
+        left.legend(fontsize=7)
+        right.bar(labels, speed, color="tab:orange")
+        right.axhline(1.0, color="grey", lw=0.8, ls="--")
+        right.set(xlabel="draft window W (tokens)", ylabel="speedup over target-only")
+        pngs[WINDOW_PLOT] = _png(plt, fig)
     return pngs
 
 

@@ -126,12 +126,16 @@ def test_cost_model_ceiling_and_share_achieved() -> None:
 def test_jsonl_prompts_and_errors(tmp_path: Path) -> None:
     f = tmp_path / "p.jsonl"
     f.write_text('{"prompt": "a"}\n\n{"question_id": 7, "turns": ["t1", "t2"]}\n')
-    assert [(p.id, p.text) for p in jsonl_prompts(f)] == [("0", "a"), ("7", "t1")]
+    got = [(p.id, p.turns) for p in jsonl_prompts(f)]
+    assert got == [("0", ("a",)), ("7", ("t1", "t2"))]
+    f.write_text('{"turns": ["t1", 3]}\n')
+    with pytest.raises(EtspecError, match=r"p\.jsonl:1: expected a non-empty 'prompt' string"):
+        jsonl_prompts(f)
     f.write_text('{"prompt": "a"}\nnot json\n')
     with pytest.raises(EtspecError, match=r"p.jsonl:2: not JSON"):
         jsonl_prompts(f)
     f.write_text('{"text": "a"}\n')
-    with pytest.raises(EtspecError, match="expected a 'prompt' string"):
+    with pytest.raises(EtspecError, match="expected a non-empty 'prompt' string"):
         jsonl_prompts(f)
     f.write_bytes(b"\xff\xfe\n")
     with pytest.raises(EtspecError, match="not UTF-8"):
@@ -356,12 +360,15 @@ def test_failure_dump_locates_the_divergence(artifacts) -> None:  # type: ignore
         "chain3",
         runner,
         Prompt("7", "w1 w2"),
+        [3, 4],
         8,
         SamplingConfig(),
         expected=[5, 6, 7, 8, 9],
         got=[5, 6, 1, 8],
     )
     assert dump["divergence"] == {"index": 2, "expected": [7, 8, 9], "got": [1, 8]}
+    assert dump["prompt_ids"] == [3, 4]  # the ids generated from (a conversation's, say)
+    assert dump["prompt_ids"] == [3, 4]  # the ids generated from (a conversation's, say)
     assert dump["runner"]["generator"] and dump["runner"]["tree"] is None
 
 
@@ -522,3 +529,115 @@ def test_sweeps_name_dynamic_trees_that_fit_and_plot_by_parameter() -> None:
     report = {"manifest": {"settings": {"sweep": "nodes"}}, "summary": summary}
     assert sweep_points(report) == ("total_tokens", [(4, 2.0, 1.1), (8, 2.5, 1.2)])
     assert sweep_points({"manifest": {"settings": {}}, "summary": summary}) is None
+
+
+def test_conversation_turns_continue_the_conversation(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """MT-Bench turns: turn N is the earlier turns plus target-only's answers, one record
+    per turn, in turn order after a torchrun-style merge."""
+    from etspec.runtime.bench import TURN_SEPARATOR, Prompt, merge_shards
+    from etspec.runtime.runner import TextLLMRunner
+
+    case = artifacts.target("mistral_tied")
+    prompts = tmp_path / "mt.jsonl"
+    prompts.write_text(
+        json.dumps({"question_id": 81, "turns": ["w5 w17 w3", "w9 w9 w2", "w1 w2"]})
+        + "\n"
+        + json.dumps({"prompt": "w3 w4 w5"})
+        + "\n"
+    )
+    out = tmp_path / "b.json"
+    res = CliRunner().invoke(main, _bench_args(case.pte, prompts, out))
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    base = report["records"][BASELINE]
+    assert [r["prompt_id"] for r in base] == ["81/turn1", "81/turn2", "81/turn3", "1"]
+    assert report["summary"]["chain3"]["identical"] == 4
+    runner = TextLLMRunner.from_pte(case.pte)
+    text = ""
+    for r, ask in zip(base, ["w5 w17 w3", "w9 w9 w2", "w1 w2"], strict=False):
+        text += ask
+        assert r["prompt_tokens"] == len(runner.encode(text))
+        assert (r["source_id"], r["turn"]) == ("81", base.index(r) + 1)
+        text += r["text"] + TURN_SEPARATOR
+    shards = [{"s": [base[3], base[1]]}, {"s": [base[2], base[0]]}]
+    merged = merge_shards(shards, [Prompt("81", "x", ("y", "z")), Prompt("1", "w")])
+    assert [r["prompt_id"] for r in merged["s"]] == ["81/turn1", "81/turn2", "81/turn3", "1"]
+
+
+def test_transformers_peers_run_beside_the_pte(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """transformers greedy and assisted generate on the target's own checkpoint: greedy ids
+    equal the .pte's (assisted by the same model: every draft is right)."""
+    pytest.importorskip("transformers")
+    case = artifacts.target("mistral_tied")
+    prompts = _prompt_file(tmp_path / "p.jsonl", 3)
+    out = tmp_path / "b.json"
+    ckpt = str(case.checkpoint)
+    args = _bench_args(case.pte, prompts, out, "--hf-target", ckpt, "--hf-assistant", ckpt)
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    for name in ("transformers greedy", "transformers assisted"):
+        s = report["summary"][name]
+        assert s["identical"] == 3 and s["first_call"]["ttft_ms"] > 0
+        assert all(0 < r["ttft_s"] <= r["total_s"] for r in report["records"][name])
+        assert "tpc" not in s  # no verify calls of etspec's
+    assert "| transformers assisted |" in res.output
+
+    alone = CliRunner().invoke(
+        main, _bench_args(case.pte, prompts, out, "--force", "--hf-assistant", ckpt)
+    )
+    assert alone.exit_code == 1
+    assert alone.output.strip() == (
+        "error: --hf-assistant needs --hf-target (the target's HF checkpoint)"
+    )
+    other = str(artifacts.target("qwen2_bias").checkpoint)
+    res = CliRunner().invoke(
+        main, _bench_args(case.pte, prompts, out, "--force", "--hf-target", other)
+    )
+    assert res.exit_code == 1 and "give a checkpoint with the target's tokenizer" in res.output
+
+
+def test_draft_windows_name_systems_and_need_a_draft(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from etspec.runtime.loading import RunnerSpec, load_systems
+    from etspec.runtime.speculative.dispatcher import shape_by_name
+
+    pair = artifacts.draft()
+    spec = RunnerSpec(pair.target.pte, pair.pte)
+    trees = {"chain3": shape_by_name("chain3"), "N7": shape_by_name("N7")}
+    _, systems = load_systems(spec, trees, (4, 16))
+    assert list(systems) == ["chain3", "N7", "chain3 w4", "chain3 w16"]
+    assert [systems[n].generator.draft.window for n in systems] == [None, None, 4, 16]
+
+    case = artifacts.target("mistral_tied")
+    prompts = _prompt_file(tmp_path / "p.jsonl", 2)
+    for extra, message in [
+        (("--draft-windows", "8"), "truncate an EAGLE-3 draft's attention; give --draft"),
+        (("--draft-windows", "8,x"), "--draft-windows takes comma-separated token counts"),
+        (("--draft-windows", "0"), "--draft-windows must be positive token counts"),
+    ]:
+        res = CliRunner().invoke(main, _bench_args(case.pte, prompts, tmp_path / "b.json", *extra))
+        assert res.exit_code == 1 and message in res.output, res.output
+
+
+def test_window_plot_rows_follow_table_3() -> None:
+    from etspec.runtime.plot import WINDOW_PLOT, render_report, window_points
+
+    base = [_record(p, [1], 100.0, 1.0) for p in "ab"]
+
+    def system(tps: float, accepted: tuple[float, float]) -> list[dict]:  # type: ignore[type-arg]
+        pairs = zip("ab", accepted, strict=True)
+        return [_record(p, [1], tps, 1.0, accept_length=a) for p, a in pairs]
+
+    records = {
+        BASELINE: base,
+        "chain3": system(200.0, (2, 4)),
+        "chain3 w64": system(150.0, (1, 1)),
+        "chain3 w8": system(90.0, (0, 1)),
+    }
+    report = {"records": records, "summary": summarize(records), "manifest": {}}
+    rows = window_points(report)
+    assert [r[0] for r in rows] == ["none", "8", "64"]
+    assert rows[0][1:] == pytest.approx((3.0, 3.8, 2.0))  # p90 of (2, 4) interpolates
+    assert rows[1][1:] == pytest.approx((0.5, 0.9, 0.9))
+    assert rows[2][3] == pytest.approx(1.5)
+    assert render_report(report)[WINDOW_PLOT].startswith(b"\x89PNG")

@@ -7,6 +7,10 @@ are "committed" draft KV at slot == position, computed from real target states. 
 slots past the context, under the draft's tree mask; ``accept`` then writes the committed
 rows of the accepted path from the target's states, so no draft-state row is ever
 committed and rejected branches are simply never seen again.
+
+``window`` truncates what the draft attends to: a query at position p sees only positions
+p - window + 1 .. p (EAGLE-Pangu's drafter-only fixed-window ablation, its Table 3). The
+target and its verification are untouched, so output stays exact; only acceptance changes.
 """
 
 from __future__ import annotations
@@ -35,12 +39,15 @@ from etspec.runtime.speculative.shapes import TreeShape
 class Eagle3DraftRunner(SpeculativeDraftRunner):
     branching = True
 
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, window: int | None = None) -> None:
         meta = program.metadata
         if not isinstance(meta, DraftMetadata) or meta.draft_method != "eagle3":
             raise EtspecError("Eagle3DraftRunner needs an EAGLE-3 draft artifact")
+        if window is not None and window < 1:
+            raise EtspecError(f"draft window must be at least 1 token, got {window}")
         self.program = program
         self.meta = meta
+        self.window = window
         self.hidden_spec = meta.hidden_spec()
         (d2t,) = program.constant(DRAFT_D2T)
         d2t = torch.as_tensor(d2t, dtype=torch.long)
@@ -71,7 +78,16 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         self._pos = 0
 
     def _causal(self, positions: torch.Tensor) -> torch.Tensor:
-        return causal_mask(positions, self.meta.cache_size, MASK_MIN)
+        mask = causal_mask(positions, self.meta.cache_size, MASK_MIN)
+        return mask if self.window is None else self._truncate(mask, positions)
+
+    def _truncate(self, mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Hide committed slots more than ``window - 1`` positions behind each row."""
+        ctx = self.meta.max_context
+        cut = positions - self.window + 1  # type: ignore[operator]
+        old = torch.arange(ctx)[None, :] < cut[:, None]
+        mask[:, :ctx].masked_fill_(old, MASK_MIN)
+        return mask
 
     def prefill(self, prompt: list[int], first_token: int, hidden: torch.Tensor | None) -> int:
         assert hidden is not None
@@ -90,6 +106,26 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
             )
             calls += 1
         self._logits, self._hidden, self._pos = logits, out, total
+        if self.window is not None and total > self.window:
+            # The prefill's own mask is full-causal; recompute the last row (the first
+            # proposal's root) under the window. Its K/V row depends only on its inputs (one
+            # draft layer), so rewriting it leaves the cache as it was.
+            e = self.meta.extend_width_for(1)
+            ids = torch.zeros(e, dtype=torch.long)
+            ids[0] = tokens[-1]
+            states = torch.zeros(e, hidden.shape[-1])
+            states[0] = hidden[total - 1]
+            positions = total - 1 + self._extend_rows[:e]
+            logits, out = self.program.run(
+                self.meta.extend_method(e),
+                ids,
+                states,
+                positions,
+                positions,
+                self._causal(positions),
+            )
+            self._logits, self._hidden = logits[:1], out[:1]
+            calls += 1
         return calls
 
     @property
@@ -180,6 +216,8 @@ class _Expansion:
             ids = torch.tensor([*tokens[lo : lo + n], *pad], dtype=torch.long)
             positions = torch.tensor([pos + self._depth[p] for p in par] + [pos] * (w - n))
             mask = self._mask.clone()
+            if r.window is not None:
+                r._truncate(mask, positions)
             mask[:, ctx:] = self._seen.index_select(0, index)
             mask[r._step_rows, slots] = 0.0  # every row sees itself
             logits, hidden = r.program.run(

@@ -1,0 +1,82 @@
+"""The drafter-only window (EAGLE-Pangu Table 3's ablation): what the draft may attend to,
+and that output stays exact because only the draft is truncated."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import check_greedy_equivalence, max_diff, pair_programs, random_prompts, runners
+
+from etspec.contract import DRAFT_STEP, MASK_MIN
+from etspec.errors import EtspecError
+from etspec.runtime.prefill import prefill_target
+from etspec.runtime.speculative.dynamic_tree import DynamicTree
+from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
+from etspec.runtime.speculative.static_tree import StaticTree
+
+
+def test_windowed_root_equals_a_draft_that_only_saw_the_window(artifacts) -> None:  # type: ignore[no-untyped-def]
+    """RoPE attention depends on relative positions only, so the first proposal's root under
+    window W equals that of a draft prefilled with just the last W rows (tolerance 1e-4)."""
+    target, draft = pair_programs(artifacts.draft(), "eager", step_width=4)
+    vocab = target.metadata.vocab_size
+    prompt = torch.randint(0, vocab, (21,), generator=torch.Generator().manual_seed(3)).tolist()
+    window = 6
+    target.run("target_reset")
+    pre = prefill_target(target, torch.tensor(prompt))
+    first = int(pre.logits.argmax())
+
+    windowed = Eagle3DraftRunner(draft, window=window)
+    windowed.reset()
+    windowed.prefill(prompt, first, pre.hidden)
+    root = windowed._logits[0].clone()
+
+    alone = Eagle3DraftRunner(draft)
+    alone.reset()
+    alone.prefill(prompt[-window:], first, pre.hidden[-window:])
+    assert max_diff(root, alone._logits[0]) < 1e-4
+
+    alone.reset()
+    alone.prefill(prompt, first, pre.hidden)
+    assert max_diff(root, alone._logits[0]) > 1e-3  # the window changed what it saw
+
+
+@pytest.mark.parametrize("kv", ["position-overwrite", "scratch-commit"])
+def test_windowed_draft_sees_only_the_window_and_output_stays_exact(artifacts, kv: str) -> None:  # type: ignore[no-untyped-def]
+    target, draft = pair_programs(artifacts.tree_draft(), "pte", step_width=4)
+    window, ctx = 5, draft.metadata.max_context
+    seen: list[tuple[str, torch.Tensor, torch.Tensor]] = []
+    real = draft.run
+
+    def run(method, *inputs):  # type: ignore[no-untyped-def]
+        if method == DRAFT_STEP or method.startswith("draft_extend"):
+            seen.append((method, inputs[2].clone(), inputs[-1][:, :ctx].clone()))
+        return real(method, *inputs)
+
+    draft.run = run  # type: ignore[method-assign]
+    prompts = random_prompts(4, 16, 30, seed=11)
+    prompts = [p * 3 for p in prompts]  # 3..90 tokens: most are longer than the window
+    budgets = [20, 14, 25, 9]
+    for shape in (3, StaticTree.parse("N12"), DynamicTree(depth=3, topk=2, total_tokens=8)):
+        base, spec = runners(target, Eagle3DraftRunner(draft, window=window), shape, kv)
+        check_greedy_equivalence(f"window {shape}", base, spec, prompts, budgets)
+
+    truncated = 0
+    for method, positions, mask in seen:
+        # Rows of a draft_step are tree nodes at root position + depth - 1 over a committed
+        # prefix that ends at the root position (depth-1 nodes and pad rows sit there); an
+        # extend row sees its own slot too.
+        committed = int(positions.min())
+        for p, row in zip(positions.tolist(), mask, strict=True):
+            end = committed if method == DRAFT_STEP else p + 1
+            visible = (row == 0).nonzero().flatten().tolist()
+            assert visible == list(range(max(0, p - window + 1), end)), (method, p, visible)
+            assert bool((row[end:] == MASK_MIN).all())
+            truncated += p >= window
+    assert truncated > 50
+
+
+def test_window_must_be_positive(artifacts) -> None:  # type: ignore[no-untyped-def]
+    _, draft = pair_programs(artifacts.draft(), "pte")
+    with pytest.raises(EtspecError, match="draft window must be at least 1 token, got 0"):
+        Eagle3DraftRunner(draft, window=0)
