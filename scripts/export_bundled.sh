@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Export the bundled pair (checkpoints/) to WORK/target.pte and WORK/draft.pte, unless WORK
+# already holds the export of these checkpoints by this code. Used by the main job and the
+# benchmark script; expects etspec installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=${1:-.etspec-cache}
+target=checkpoints/etspec-code-14m
+draft=checkpoints/etspec-code-14m-eagle3
+mkdir -p "$work"
+# The cache is keyed by the checkpoints and the code that builds the artifacts: a change to
+# either re-exports.
+stamp=$(cat "$target/model.safetensors" "$draft/model.safetensors" models/*.py export/*.py |
+    sha256sum | cut -c1-16)
+stamp="$stamp-$(python3 -c 'import importlib.metadata as m; print(m.version("etspec"))')"
+if [ "$(cat "$work/stamp" 2>/dev/null)" != "$stamp" ] ||
+    ! etspec inspect "$work/target.pte" >/dev/null 2>&1 ||
+    ! etspec inspect "$work/draft.pte" >/dev/null 2>&1; then
+    rm -f "$work/stamp"
+    etspec export target "$target" -o "$work/target.pte" --max-seq 512 --verify-width 4,8,16 \
+        --force
+    etspec export draft "$draft" --target "$work/target.pte" -o "$work/draft.pte" --force
+    echo "$stamp" >"$work/stamp"
+fi
