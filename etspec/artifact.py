@@ -17,6 +17,7 @@ from etspec.contract import (
     DraftMetadata,
     TargetMetadata,
     check_format,
+    message,
 )
 from etspec.errors import ArtifactError
 
@@ -30,7 +31,7 @@ def check_header(path: str | Path) -> Path:
     """Fail with a one-line error unless ``path`` looks like an ExecuTorch program."""
     p = Path(path)
     if not p.exists():
-        raise ArtifactError(f"{p}: no such file")
+        raise ArtifactError(message("no_file", path=p))
     if not p.is_file():
         raise ArtifactError(f"{p}: not a file")
     try:
@@ -40,7 +41,7 @@ def check_header(path: str | Path) -> Path:
         raise ArtifactError(f"{p}: cannot read ({e.strerror})") from None
     ident = head[_FLATBUFFER_ID]
     if len(head) < _MIN_SIZE or not (ident[:2] == b"ET" and ident[2:].isdigit()):
-        raise ArtifactError(f"{p}: not an ExecuTorch .pte file (bad header)")
+        raise ArtifactError(message("bad_header", path=p))
     return p
 
 
@@ -80,22 +81,20 @@ def open_artifact(path: str | Path, expect: str | None = None) -> OpenedArtifact
     try:
         program = Runtime.get().load_program(p)
     except Exception as e:  # the loader raises bare RuntimeError/ValueError on bad files
-        raise ArtifactError(f"{p}: ExecuTorch cannot load this file ({e})") from None
+        raise ArtifactError(message("cannot_load", path=p, error=e)) from None
     try:
         (kind,) = _run_constant(program, "artifact_kind")
     except Exception:
-        raise ArtifactError(
-            f"{p}: not an etspec artifact (no etspec metadata); export it with `etspec export`"
-        ) from None
+        raise ArtifactError(message("not_etspec", path=p)) from None
     classes = {"target": TargetMetadata, "draft": DraftMetadata}
     if kind not in classes:
-        raise ArtifactError(f"{p}: unknown etspec artifact kind {kind!r}")
+        raise ArtifactError(message("unknown_kind", path=p, kind=kind))
     if expect is not None and kind != expect:
-        raise ArtifactError(f"{p} is an etspec {kind} artifact, but a {expect} was expected")
+        raise ArtifactError(message("wrong_kind", path=p, kind=kind, expected=expect))
     try:
         (version,) = _run_constant(program, "format_version")
     except Exception:
-        raise ArtifactError(f"{p}: etspec metadata has no format_version") from None
+        raise ArtifactError(message("no_version", path=p)) from None
     check_format(kind, int(version), str(p))
     metadata = classes[kind].read(lambda name: _run_constant(program, name))
     return OpenedArtifact(p, program, metadata)  # type: ignore[arg-type]

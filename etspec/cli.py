@@ -585,6 +585,13 @@ def validate(**kw: Any) -> None:
     "generation (assistant_model) as a peer.",
 )
 @click.option(
+    "--cpp-runner",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also time the C++ runner binary (bash runtime/cpp/build.sh) on the same .pte "
+    "pair: target-only and every chain or static tree in --trees, as `cpp ...` systems.",
+)
+@click.option(
     "--traces",
     "traces_out",
     type=click.Path(path_type=Path),
@@ -663,6 +670,7 @@ def bench(**kw: Any) -> None:
     systems: dict[str, Any] = {BASELINE: base, **speculative}
     systems.update(_eager_systems(kw, spec, base.meta, trees))
     systems.update(_transformers_peers(kw, base))
+    systems.update(_cpp_systems(kw, spec, base, trees))
     dump_dir = out.parent if out is not None else Path.cwd()
     mismatches: list[Path] = []
 
@@ -805,6 +813,28 @@ def _transformers_peers(kw: dict[str, Any], base: Any) -> dict[str, Any]:
     if kw["reference"]:
         raise EtspecError("transformers peers join a .pte run; drop --reference")
     return transformers_peers(target, assistant, base)
+
+
+def _cpp_systems(kw: dict[str, Any], spec: Any, base: Any, trees: dict[str, Any]) -> dict[str, Any]:
+    """The C++ runner on the same pair: target-only and each chain or static tree of
+    --trees (auto and dynamic trees stay Python-only)."""
+    from etspec.runtime.cpp_runner import CppRunner
+
+    binary = kw["cpp_runner"]
+    if binary is None:
+        return {}
+    if spec.reference:
+        raise EtspecError("--cpp-runner runs .pte files; drop --reference")
+    out = {"cpp target-only": CppRunner(binary, spec.target, base)}
+    if spec.draft_method != "eagle3" or spec.draft is None:
+        return out
+    for name in trees:
+        args = CppRunner.tree_args_for(name, spec.tree)
+        if args is not None:
+            out[f"cpp {name}"] = CppRunner(
+                binary, spec.target, base, spec.draft, args, spec.kv_strategy
+            )
+    return out
 
 
 def _write_dump(dump: dict[str, Any], folder: Path) -> Path:

@@ -3,7 +3,9 @@
 Export writes these values as ExecuTorch *constant methods* (a method that returns a value);
 the runtime reads every one of them at load and fails loudly when one is missing or has the
 wrong type. Method names of the programs are defined here too, so export, the Python runtime
-and (later) the C++ runner agree on one list.
+and the C++ runner agree on one list: ``python -m etspec.contract OUT.h`` writes the same
+definitions (method names, metadata fields and types, pair checks, error messages) as a C++
+header, which the runner's build generates from this file rather than keeping a copy.
 
 Hidden-state descriptor: ``hidden_state_point`` says where in the target the states are
 tapped, ``hidden_state_layers`` which layers, in the order they are concatenated in the
@@ -66,6 +68,39 @@ DTYPES = ("fp32", "8da4w")
 MASK_MIN = -1.0e9
 
 
+# One-line errors about artifacts, worded once for the Python runtime and the C++ runner.
+MESSAGES = {
+    "no_file": "{path}: no such file",
+    "bad_header": "{path}: not an ExecuTorch .pte file (bad header)",
+    "cannot_load": "{path}: ExecuTorch cannot load this file ({error})",
+    "not_etspec": "{path}: not an etspec artifact (no etspec metadata); export it with "
+    "`etspec export`",
+    "unknown_kind": "{path}: unknown etspec artifact kind '{kind}'",
+    "wrong_kind": "{path} is an etspec {kind} artifact, but a {expected} was expected",
+    "no_version": "{path}: etspec metadata has no format_version",
+    "format_version": "{path} has etspec format version {version}, this etspec reads version "
+    "{expected}; re-export it with this etspec",
+    "missing_metadata": "artifact is missing metadata '{name}'; re-export it with this etspec",
+    "bad_metadata": "artifact metadata '{name}' has an unexpected value {value}",
+    "pair_mismatch": "draft/target mismatch: the draft expects target {what} {expected}, the "
+    "target has {actual}; export the draft against this target",
+    "tokenizer_mismatch": "draft/target mismatch: the draft was exported for a target with "
+    "tokenizer {expected}, the target has {actual}; export the draft against this target",
+}
+
+
+def message(key: str, **fields: Any) -> str:
+    """``MESSAGES[key]`` with its ``{field}`` placeholders filled in."""
+    return MESSAGES[key].format(**fields)
+
+
+# Draft expectation checked against the target at pairing: (what, draft field, target field).
+PAIR_CHECKS = (
+    ("hidden size", "target_hidden_size", "hidden_size"),
+    ("vocabulary size", "target_vocab_size", "vocab_size"),
+)
+
+
 @dataclass(frozen=True)
 class HiddenStateSpec:
     """Which target hidden states an artifact exports (target) or expects (draft)."""
@@ -115,9 +150,7 @@ class _Metadata:
             try:
                 raw = get(f.name)
             except KeyError:
-                raise ArtifactError(
-                    f"artifact is missing metadata {f.name!r}; re-export it with this etspec"
-                ) from None
+                raise ArtifactError(message("missing_metadata", name=f.name)) from None
             values[f.name] = _coerce(f.name, f.type, raw)
         return cls(**values)
 
@@ -139,7 +172,7 @@ def _coerce(name: str, type_name: Any, raw: list[Any]) -> Any:
             return float(value)
     except (TypeError, ValueError):
         pass
-    raise ArtifactError(f"artifact metadata {name!r} has an unexpected value {raw!r}")
+    raise ArtifactError(message("bad_metadata", name=name, value=repr(raw)))
 
 
 @dataclass(frozen=True)
@@ -226,23 +259,18 @@ def narrowest_width(widths: tuple[int, ...], rows: int, what: str) -> int:
 def check_format(kind: str, version: int, path: str) -> None:
     if version != FORMAT_VERSION:
         raise ArtifactError(
-            f"{path} has etspec format version {version}, this etspec reads version "
-            f"{FORMAT_VERSION}; re-export it with this etspec"
+            message("format_version", path=path, version=version, expected=FORMAT_VERSION)
         )
 
 
 def check_pair(target: TargetMetadata, draft: DraftMetadata) -> None:
     """Reject a draft whose expectations do not match the target, naming both values."""
-    checks = [
-        ("hidden size", draft.target_hidden_size, target.hidden_size),
-        ("vocabulary size", draft.target_vocab_size, target.vocab_size),
-        ("hidden-state descriptor", str(draft.hidden_spec()), str(target.hidden_spec())),
-    ]
+    checks = [(what, getattr(draft, d), getattr(target, t)) for what, d, t in PAIR_CHECKS]
+    checks.append(("hidden-state descriptor", str(draft.hidden_spec()), str(target.hidden_spec())))
     for what, expected, actual in checks:
         if expected != actual:
             raise MetadataMismatchError(
-                f"draft/target mismatch: the draft expects target {what} {expected}, "
-                f"the target has {actual}; export the draft against this target"
+                message("pair_mismatch", what=what, expected=expected, actual=actual)
             )
     if (
         draft.target_tokenizer_sha256
@@ -250,7 +278,71 @@ def check_pair(target: TargetMetadata, draft: DraftMetadata) -> None:
         and draft.target_tokenizer_sha256 != target.tokenizer_sha256
     ):
         raise MetadataMismatchError(
-            "draft/target mismatch: the draft was exported for a target with tokenizer "
-            f"{draft.target_tokenizer_sha256[:12]}, the target has "
-            f"{target.tokenizer_sha256[:12]}; export the draft against this target"
+            message(
+                "tokenizer_mismatch",
+                expected=draft.target_tokenizer_sha256[:12],
+                actual=target.tokenizer_sha256[:12],
+            )
         )
+
+
+def cpp_header() -> str:
+    """This contract as a C++17 header for ``runtime/cpp`` (generated at build time)."""
+
+    def q(text: str) -> str:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    def fields(cls: type[_Metadata]) -> str:
+        kinds = {"int": "INT", "str": "STR", "float": "FLOAT"}
+        rows = []
+        for f in dataclasses.fields(cls):
+            t = str(f.type)
+            rows.append(f"  X({f.name}, {'INTS' if t.startswith('tuple') else kinds[t]})")
+        return " \\\n".join(rows)
+
+    names = {
+        "TARGET_PREFILL": TARGET_PREFILL,
+        "TARGET_DECODE": TARGET_DECODE,
+        "TARGET_VERIFY": TARGET_VERIFY,
+        "TARGET_COMMIT": TARGET_COMMIT,
+        "TARGET_RESET": TARGET_RESET,
+        "DRAFT_PREFILL": DRAFT_PREFILL,
+        "DRAFT_EXTEND": DRAFT_EXTEND,
+        "DRAFT_STEP": DRAFT_STEP,
+        "DRAFT_COMMIT": DRAFT_COMMIT,
+        "DRAFT_RESET": DRAFT_RESET,
+        "DRAFT_D2T": DRAFT_D2T,
+        "TOKENIZER_JSON": TOKENIZER_JSON,
+    }
+    out = [
+        "// Generated from etspec/contract.py by `python -m etspec.contract`; do not edit.",
+        "#pragma once",
+        "#include <utility>",
+        "namespace etspec::contract {",
+        f"inline constexpr int kFormatVersion = {FORMAT_VERSION};",
+        f"inline constexpr float kMaskMin = {MASK_MIN!r}f;",
+        *(f"inline constexpr const char* k{k} = {q(v)};" for k, v in names.items()),
+        "inline constexpr const char* kKvStrategies[] = {"
+        + ", ".join(q(k) for k in KV_STRATEGIES)
+        + "};",
+        "inline constexpr std::pair<const char*, const char*> kMessages[] = {",
+        *(f"    {{{q(k)}, {q(v)}}}," for k, v in MESSAGES.items()),
+        "};",
+        "}  // namespace etspec::contract",
+        "// X(name, INT | STR | FLOAT | INTS): one constant method per metadata field.",
+        "#define ETSPEC_TARGET_FIELDS(X) \\\n" + fields(TargetMetadata),
+        "#define ETSPEC_DRAFT_FIELDS(X) \\\n" + fields(DraftMetadata),
+        "// X(what, draft field, target field): equal in a valid pair.",
+        "#define ETSPEC_PAIR_CHECKS(X) \\\n"
+        + " \\\n".join(f"  X({q(w)}, {d}, {t})" for w, d, t in PAIR_CHECKS),
+    ]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m etspec.contract OUT.h")
+    with open(sys.argv[1], "w", encoding="utf-8") as fh:
+        fh.write(cpp_header())

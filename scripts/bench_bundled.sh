@@ -18,7 +18,7 @@ summary() { # the report without its per-prompt records, for docs/
     python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r.pop("records")
 json.dump(r, open(sys.argv[2], "w"), indent=1)' "$1" "$2"
 }
-for stage in ${STAGES:-window sweep main}; do
+for stage in ${STAGES:-main peers window sweep}; do
     case $stage in
     window) # EAGLE-Pangu Table 3: chain7 (what auto settles on) with its draft truncated.
         etspec bench "${pair[@]}" --trees chain7 --draft-windows 16,32,64,128 \
@@ -31,14 +31,22 @@ for stage in ${STAGES:-window sweep main}; do
         summary "$work/bench-sweep-nodes.json" docs/bench-sweep-nodes.json
         etspec plot "$work/bench-sweep-nodes.json" -o docs/plots/sweep --force ;;
     main)
-        etspec bench "${pair[@]}" --trees auto,chain3,chain7 \
-            --eager-target "$target" --eager-draft "$draft" \
-            --hf-target "$target" --hf-assistant checkpoints/etspec-code-1m-assistant \
+        cpp=()
+        if command -v cmake >/dev/null && command -v c++ >/dev/null; then
+            cpp=(--cpp-runner "$(bash runtime/cpp/build.sh "$work/cpp")")
+        fi
+        etspec bench "${pair[@]}" --trees auto,chain3,chain7,N7 "${cpp[@]}" \
             --json "$work/bench-humaneval.json" --traces "$work/bench-humaneval.traces.jsonl" \
             --force
         summary "$work/bench-humaneval.json" docs/bench-humaneval.json
         python3 scripts/humaneval_syntax.py "$work/bench-humaneval.json"
         etspec plot "$work/bench-humaneval.json" -o docs/plots --force ;;
-    *) echo "unknown stage $stage (main, window, sweep)" >&2; exit 2 ;;
+    peers)
+        etspec bench "${pair[@]}" --num-prompts 40 --trees auto \
+            --eager-target "$target" --eager-draft "$draft" \
+            --hf-target "$target" --hf-assistant checkpoints/etspec-code-1m-assistant \
+            --json "$work/bench-peers.json" --force
+        summary "$work/bench-peers.json" docs/bench-peers.json ;;
+    *) echo "unknown stage $stage (main, peers, window, sweep)" >&2; exit 2 ;;
     esac
 done

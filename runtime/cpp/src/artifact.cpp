@@ -1,0 +1,250 @@
+#include "artifact.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <sys/stat.h>
+
+using executorch::aten::ScalarType;
+using executorch::extension::TensorPtr;
+using executorch::extension::module::Module;
+using executorch::runtime::EValue;
+
+namespace etspec {
+
+std::string message(const std::string& key, const std::map<std::string, std::string>& fields) {
+  std::string text;
+  for (const auto& [k, v] : contract::kMessages) {
+    if (key == k) text = v;
+  }
+  for (const auto& [name, value] : fields) {
+    const std::string slot = "{" + name + "}";
+    for (size_t at = text.find(slot); at != std::string::npos; at = text.find(slot, at)) {
+      text.replace(at, slot.size(), value);
+      at += value.size();
+    }
+  }
+  return text;
+}
+
+namespace {
+
+std::string join(const std::vector<int64_t>& v) {
+  std::ostringstream out;
+  for (size_t i = 0; i < v.size(); ++i) out << (i ? ", " : "") << v[i];
+  return out.str();
+}
+
+// Python's repr of the raw constant-method outputs, for the bad_metadata message.
+std::string repr(const std::vector<EValue>& raw) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < raw.size(); ++i) {
+    out << (i ? ", " : "");
+    if (raw[i].isInt()) out << raw[i].toInt();
+    else if (raw[i].isDouble()) out << raw[i].toDouble();
+    else if (raw[i].isString()) out << "'" << std::string(raw[i].toString()) << "'";
+    else out << "?";
+  }
+  return out.str() + "]";
+}
+
+[[noreturn]] void bad(const char* name, const std::vector<EValue>& raw) {
+  throw Error(message("bad_metadata", {{"name", name}, {"value", repr(raw)}}));
+}
+
+void read_value(const char* name, const std::vector<EValue>& raw, int64_t& out) {
+  if (raw.size() != 1 || !raw[0].isInt()) bad(name, raw);
+  out = raw[0].toInt();
+}
+[[maybe_unused]] void read_value(const char* name, const std::vector<EValue>& raw,
+                                 double& out) {
+  if (raw.size() != 1 || !(raw[0].isDouble() || raw[0].isInt())) bad(name, raw);
+  out = raw[0].isDouble() ? raw[0].toDouble() : static_cast<double>(raw[0].toInt());
+}
+void read_value(const char* name, const std::vector<EValue>& raw, std::string& out) {
+  if (raw.size() != 1 || !raw[0].isString()) bad(name, raw);
+  out = std::string(raw[0].toString());
+}
+void read_value(const char* name, const std::vector<EValue>& raw, std::vector<int64_t>& out) {
+  out.clear();
+  for (const auto& v : raw) {
+    if (!v.isInt()) bad(name, raw);
+    out.push_back(v.toInt());
+  }
+}
+
+int64_t narrowest(const std::vector<int64_t>& widths, int64_t rows, const char* what) {
+  for (int64_t w : widths) {
+    if (w >= rows) return w;
+  }
+  throw Error(std::to_string(rows) + " " + what + " rows exceed the widest compiled " + what +
+              " width " + std::to_string(widths.empty() ? 0 : widths.back()));
+}
+
+void check_header(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) throw Error(message("no_file", {{"path", path}}));
+  if (!S_ISREG(st.st_mode)) throw Error(path + ": not a file");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error(path + ": cannot read");
+  char head[64] = {};
+  f.read(head, sizeof(head));
+  // An ExecuTorch program is a flatbuffer with the identifier "ET" + 2 digits at bytes 4..8.
+  const bool ok = f.gcount() == sizeof(head) && head[4] == 'E' && head[5] == 'T' &&
+                  std::isdigit(static_cast<unsigned char>(head[6])) &&
+                  std::isdigit(static_cast<unsigned char>(head[7]));
+  if (!ok) throw Error(message("bad_header", {{"path", path}}));
+}
+
+}  // namespace
+
+std::string TargetMetadata::verify_method(int64_t width) const {
+  return width == verify_width ? contract::kTARGET_VERIFY
+                               : std::string(contract::kTARGET_VERIFY) + "_" + std::to_string(width);
+}
+int64_t TargetMetadata::verify_width_for(int64_t rows) const {
+  return narrowest(verify_widths, rows, "verify");
+}
+std::string TargetMetadata::hidden_spec() const {
+  return hidden_state_point + "[" + join(hidden_state_layers) + "]";
+}
+std::string DraftMetadata::extend_method(int64_t width) const {
+  return width == extend_width ? contract::kDRAFT_EXTEND
+                               : std::string(contract::kDRAFT_EXTEND) + "_" + std::to_string(width);
+}
+int64_t DraftMetadata::extend_width_for(int64_t rows) const {
+  return narrowest(extend_widths, rows, "extend");
+}
+std::string DraftMetadata::hidden_spec() const {
+  return hidden_state_point + "[" + join(hidden_state_layers) + "]";
+}
+
+Program::Program(const std::string& path, const std::string& expect) : path_(path) {
+  check_header(path);
+  // Shared arenas: every method of the target reads and writes the same KV cache buffers.
+  module_ = std::make_unique<Module>(path, Module::LoadMode::File, nullptr, nullptr, nullptr,
+                                     /*share_memory_arenas=*/true);
+  const auto err = module_->load();
+  if (err != executorch::runtime::Error::Ok) {
+    throw Error(message("cannot_load", {{"path", path},
+                                        {"error", "error " + std::to_string(int(err))}}));
+  }
+  auto names = module_->method_names();
+  if (!names.ok()) {
+    throw Error(message("cannot_load", {{"path", path}, {"error", "no method table"}}));
+  }
+  methods_.assign(names->begin(), names->end());
+  if (!has_method("artifact_kind")) throw Error(message("not_etspec", {{"path", path}}));
+  const auto kind_raw = constant("artifact_kind");
+  if (kind_raw.size() != 1 || !kind_raw[0].isString()) {
+    throw Error(message("not_etspec", {{"path", path}}));
+  }
+  const std::string kind(kind_raw[0].toString());
+  if (kind != "target" && kind != "draft") {
+    throw Error(message("unknown_kind", {{"path", path}, {"kind", kind}}));
+  }
+  if (kind != expect) {
+    throw Error(message("wrong_kind", {{"path", path}, {"kind", kind}, {"expected", expect}}));
+  }
+  if (!has_method("format_version")) throw Error(message("no_version", {{"path", path}}));
+  int64_t version = 0;
+  read_value("format_version", constant("format_version"), version);
+  if (version != contract::kFormatVersion) {
+    throw Error(message("format_version",
+                        {{"path", path},
+                         {"version", std::to_string(version)},
+                         {"expected", std::to_string(contract::kFormatVersion)}}));
+  }
+#define ETSPEC_READ(name, kind)                                                    \
+  if (!has_method(#name)) throw Error(message("missing_metadata", {{"name", #name}})); \
+  read_value(#name, constant(#name), md.name);
+  if (kind == "target") {
+    auto& md = target;
+    ETSPEC_TARGET_FIELDS(ETSPEC_READ)
+  } else {
+    auto& md = draft;
+    ETSPEC_DRAFT_FIELDS(ETSPEC_READ)
+  }
+#undef ETSPEC_READ
+  // Load (and let XNNPACK pack the weights of) every method now: a runner pays that once
+  // at start-up, not inside the first request that happens to call a method.
+  for (const auto& name : methods_) {
+    const auto loaded = module_->load_method(name);
+    if (loaded != executorch::runtime::Error::Ok) {
+      throw Error(message("cannot_load", {{"path", path},
+                                          {"error", "method " + name + ": error " +
+                                                        std::to_string(int(loaded))}}));
+    }
+  }
+  struct stat st {};
+  stat(path.c_str(), &st);
+  weights_bytes = st.st_size;
+}
+
+bool Program::has_method(const std::string& name) const {
+  return std::find(methods_.begin(), methods_.end(), name) != methods_.end();
+}
+
+std::vector<EValue> Program::constant(const std::string& name) {
+  auto out = module_->execute(name);
+  if (!out.ok()) throw Error(path_ + ": metadata method " + name + " failed");
+  return *out;
+}
+
+std::vector<Tensor> Program::run(const std::string& method, const std::vector<EValue>& inputs) {
+  if (!has_method(method)) throw Error(path_ + " has no method '" + method + "'");
+  auto out = module_->execute(method, inputs);
+  if (!out.ok()) {
+    throw Error(path_ + ": method " + method + " failed (ExecuTorch error " +
+                std::to_string(int(out.error())) + ")");
+  }
+  std::vector<Tensor> result;
+  for (const auto& v : *out) {
+    if (!v.isTensor()) continue;
+    const auto& t = v.toTensor();
+    Tensor copy;
+    copy.sizes.assign(t.sizes().begin(), t.sizes().end());
+    if (t.scalar_type() == ScalarType::Float) {
+      const float* p = t.const_data_ptr<float>();
+      copy.data.assign(p, p + t.numel());
+    } else if (t.scalar_type() == ScalarType::Long) {
+      const int64_t* p = t.const_data_ptr<int64_t>();
+      copy.data.assign(p, p + t.numel());
+    }
+    result.push_back(std::move(copy));
+  }
+  return result;
+}
+
+void check_pair(const TargetMetadata& target, const DraftMetadata& draft) {
+  auto mismatch = [](const char* what, const std::string& expected, const std::string& actual) {
+    throw Error(message("pair_mismatch",
+                        {{"what", what}, {"expected", expected}, {"actual", actual}}));
+  };
+#define ETSPEC_PAIR(what, d, t) \
+  if (draft.d != target.t) mismatch(what, std::to_string(draft.d), std::to_string(target.t));
+  ETSPEC_PAIR_CHECKS(ETSPEC_PAIR)
+#undef ETSPEC_PAIR
+  if (draft.hidden_spec() != target.hidden_spec()) {
+    mismatch("hidden-state descriptor", draft.hidden_spec(), target.hidden_spec());
+  }
+  if (!draft.target_tokenizer_sha256.empty() && !target.tokenizer_sha256.empty() &&
+      draft.target_tokenizer_sha256 != target.tokenizer_sha256) {
+    throw Error(message("tokenizer_mismatch",
+                        {{"expected", draft.target_tokenizer_sha256.substr(0, 12)},
+                         {"actual", target.tokenizer_sha256.substr(0, 12)}}));
+  }
+}
+
+TensorPtr longs(std::vector<int64_t>& v) {
+  return executorch::extension::from_blob(v.data(), {static_cast<int>(v.size())},
+                                          ScalarType::Long);
+}
+
+TensorPtr floats(std::vector<float>& v, int64_t rows, int64_t cols) {
+  return executorch::extension::from_blob(
+      v.data(), {static_cast<int>(rows), static_cast<int>(cols)}, ScalarType::Float);
+}
+
+}  // namespace etspec

@@ -1,0 +1,140 @@
+#include "draft.h"
+
+#include <algorithm>
+
+namespace etspec {
+
+namespace {
+
+std::vector<int64_t> iota(int64_t start, int64_t n) {
+  std::vector<int64_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = start + i;
+  return v;
+}
+
+}  // namespace
+
+Eagle3Draft::Eagle3Draft(Program& program, const TargetMetadata& target)
+    : program_(program), meta_(program.draft), target_vocab_(target.vocab_size) {
+  if (meta_.draft_method != "eagle3") {
+    throw Error(program.path() + ": draft method '" + meta_.draft_method +
+                "' is not supported by this runner (eagle3)");
+  }
+  check_pair(target, meta_);
+  const auto d2t = program.constant(contract::kDRAFT_D2T);
+  if (d2t.size() != 1 || !d2t[0].isTensor() ||
+      d2t[0].toTensor().numel() != meta_.draft_vocab_size) {
+    throw Error(program.path() + ": draft_d2t does not match the draft vocabulary");
+  }
+  const int64_t* offsets = d2t[0].toTensor().const_data_ptr<int64_t>();
+  target_ids_.resize(meta_.draft_vocab_size);
+  for (int64_t i = 0; i < meta_.draft_vocab_size; ++i) {
+    target_ids_[i] = i + offsets[i];
+    if (target_ids_[i] < 0 || target_ids_[i] >= target_vocab_) {
+      throw Error(program.path() + ": draft_d2t maps outside the target vocabulary");
+    }
+  }
+}
+
+void Eagle3Draft::reset() {
+  program_.run(contract::kDRAFT_RESET, {});
+  pos_ = 0;
+}
+
+int64_t Eagle3Draft::prefill(const std::vector<int64_t>& prompt, int64_t first,
+                             const Tensor& hidden) {
+  // Row j pairs the target state at j with the token at j + 1 (the EAGLE alignment).
+  std::vector<int64_t> tokens(prompt.begin() + 1, prompt.end());
+  tokens.push_back(first);
+  const int64_t n = meta_.prefill_chunk, total = prompt.size(), th = hidden.cols();
+  int64_t calls = 0;
+  for (int64_t lo = 0; lo < total; lo += n) {
+    const int64_t real = std::min(n, total - lo);
+    std::vector<int64_t> ids(n, 0), positions = iota(lo, n), last{real - 1};
+    std::copy_n(tokens.begin() + lo, real, ids.begin());
+    std::vector<float> states(n * th, 0.0f);
+    std::copy_n(hidden.row(lo), real * th, states.begin());
+    auto out = program_.run(contract::kDRAFT_PREFILL,
+                            {longs(ids), floats(states, n, th), longs(positions), longs(last)});
+    logits_ = std::move(out[0].data);
+    hidden_ = std::move(out[1].data);
+    ++calls;
+  }
+  pos_ = total;
+  return calls;
+}
+
+int64_t Eagle3Draft::accept(int64_t position, const std::vector<int64_t>& tokens, int64_t next,
+                            const std::vector<float>& hidden) {
+  const int64_t rows = tokens.size(), e = meta_.extend_width_for(rows);
+  const int64_t th = hidden.size() / rows, s = meta_.cache_size;
+  std::vector<int64_t> ids(e, 0);
+  std::copy(tokens.begin() + 1, tokens.end(), ids.begin());
+  ids[rows - 1] = next;
+  std::vector<float> states(e * th, 0.0f);
+  std::copy(hidden.begin(), hidden.end(), states.begin());
+  std::vector<int64_t> positions = iota(position, e), slots = positions;
+  std::vector<float> mask(e * s, contract::kMaskMin);  // causal: slot <= position
+  for (int64_t i = 0; i < e; ++i) {
+    std::fill_n(mask.begin() + i * s, std::min<int64_t>(positions[i] + 1, s), 0.0f);
+  }
+  auto out = program_.run(meta_.extend_method(e),
+                          {longs(ids), floats(states, e, th), longs(positions), longs(slots),
+                           floats(mask, e, s)});
+  logits_.assign(out[0].row(rows - 1), out[0].row(rows - 1) + out[0].cols());
+  hidden_.assign(out[1].row(rows - 1), out[1].row(rows - 1) + out[1].cols());
+  pos_ = position + rows;
+  return 1;
+}
+
+Expansion::Expansion(Eagle3Draft& draft) : draft_(draft) {
+  const int64_t handles = draft.scratch() + 1, h = draft.hidden_.size();
+  states_.assign(handles * h, 0.0f);
+  std::copy(draft.hidden_.begin(), draft.hidden_.end(), states_.begin());
+  seen_.assign(handles * draft.scratch(), contract::kMaskMin);
+}
+
+std::vector<std::vector<float>> Expansion::expand(const std::vector<int64_t>& parents,
+                                                  const std::vector<int64_t>& tokens) {
+  const auto& meta = draft_.meta_;
+  const int64_t w = meta.step_width, s = meta.cache_size, ctx = meta.max_context;
+  const int64_t scratch = draft_.scratch(), h = draft_.hidden_.size(), pos = draft_.pos_;
+  std::vector<std::vector<float>> out;
+  for (size_t lo = 0; lo < parents.size(); lo += w) {
+    const int64_t n = std::min<int64_t>(w, parents.size() - lo), first = fed_;
+    if (first + w > scratch) {
+      throw Error("tree needs more than the draft's " + std::to_string(scratch) +
+                  " scratch slots");
+    }
+    // Pad rows copy the root: finite inputs, outputs never read, slots never seen.
+    std::vector<int64_t> index(w, 0), ids(w, 0), positions(w, pos);
+    std::vector<int64_t> slots = iota(ctx + first, w);
+    for (int64_t r = 0; r < n; ++r) {
+      index[r] = parents[lo + r];
+      ids[r] = tokens[lo + r];
+      positions[r] = pos + depth_[index[r]];
+    }
+    std::vector<float> mask(w * s, contract::kMaskMin), in(w * h);
+    for (int64_t r = 0; r < w; ++r) {
+      float* row = mask.data() + r * s;
+      std::fill_n(row, pos, 0.0f);  // the committed prefix
+      std::copy_n(seen_.data() + index[r] * scratch, scratch, row + ctx);
+      row[slots[r]] = 0.0f;  // every row sees itself
+      std::copy_n(states_.data() + index[r] * h, h, in.data() + r * h);
+    }
+    auto res = draft_.program_.run(contract::kDRAFT_STEP,
+                                   {longs(ids), floats(in, w, h), longs(positions), longs(slots),
+                                    floats(mask, w, s)});
+    ++calls;
+    for (int64_t r = 0; r < n; ++r) {
+      std::copy_n(res[1].row(r), h, states_.data() + (first + 1 + r) * h);
+      std::copy_n(mask.data() + r * s + ctx, scratch, seen_.data() + (first + 1 + r) * scratch);
+      depth_.push_back(depth_[index[r]] + 1);
+      out.emplace_back(res[0].row(r), res[0].row(r) + res[0].cols());
+    }
+    fed_ += n;
+  }
+  return out;
+}
+
+}  // namespace etspec

@@ -1,0 +1,420 @@
+#include "generator.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+using executorch::runtime::EValue;
+
+namespace etspec {
+
+namespace {
+
+constexpr const char* kStages[] = {"prefill", "decode",  "draft", "tensorize",
+                                   "verify",  "accept", "commit"};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<int64_t> iota(int64_t start, int64_t n) {
+  std::vector<int64_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = start + i;
+  return v;
+}
+
+}  // namespace
+
+// Stop rules of runtime/runner.py::_Sink: budget, EOS (kept), streaming.
+class Sink {
+ public:
+  Sink(int64_t max_new, std::set<int64_t> eos, const TokenCallback& callback)
+      : max_new_(max_new), eos_(std::move(eos)), callback_(callback) {}
+  int64_t remaining() const {
+    return stop.empty() ? max_new_ - static_cast<int64_t>(tokens.size()) : 0;
+  }
+  bool emit(const std::vector<int64_t>& offered) {
+    std::vector<int64_t> take;
+    for (int64_t t : offered) {
+      if (static_cast<int64_t>(take.size()) >= remaining()) break;
+      take.push_back(t);
+      if (eos_.count(t)) {
+        stop = "eos";
+        break;
+      }
+    }
+    tokens.insert(tokens.end(), take.begin(), take.end());
+    if (callback_) callback_(take);
+    if (stop.empty() && static_cast<int64_t>(tokens.size()) >= max_new_) stop = "max_new_tokens";
+    return stop.empty();
+  }
+  std::vector<int64_t> tokens;
+  std::string stop;
+
+ private:
+  int64_t max_new_;
+  std::set<int64_t> eos_;
+  const TokenCallback& callback_;
+};
+
+Stats::Stats() {
+  for (const char* s : kStages) stage_s[s] = 0.0;
+}
+
+void Stats::record_verify(int64_t proposed, int64_t accepted, int64_t height,
+                          const std::string& shape) {
+  ++verify_calls;
+  drafted_tokens += proposed;
+  accepted_tokens += accepted;
+  if (!shape.empty()) ++shape_steps[shape];
+  while (static_cast<int64_t>(proposed_pos.size()) < height) {
+    proposed_pos.push_back(0);
+    accept_pos.push_back(0);
+  }
+  for (int64_t i = 0; i < height; ++i) ++proposed_pos[i];
+  for (int64_t i = 0; i < accepted; ++i) ++accept_pos[i];
+}
+
+std::string Stats::to_json() const {
+  std::ostringstream o;
+  o.precision(9);
+  auto list = [&](const std::vector<int64_t>& v) {
+    o << "[";
+    for (size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
+    o << "]";
+  };
+  const double accept_length = verify_calls ? double(accepted_tokens) / verify_calls : 0.0;
+  const double decode_s = std::max(total_s - ttft_s, 0.0);
+  const int64_t after_first = generated_tokens - 1;
+  o << "{\"prompt_tokens\": " << prompt_tokens << ", \"generated_tokens\": " << generated_tokens
+    << ", \"prefill_calls\": " << prefill_calls << ", \"decode_calls\": " << decode_calls
+    << ", \"verify_calls\": " << verify_calls << ", \"draft_calls\": " << draft_calls
+    << ", \"commit_calls\": " << commit_calls << ", \"drafted_tokens\": " << drafted_tokens
+    << ", \"accepted_tokens\": " << accepted_tokens
+    << ", \"rejected_tokens\": " << drafted_tokens - accepted_tokens
+    << ", \"acceptance_rate\": " << (drafted_tokens ? double(accepted_tokens) / drafted_tokens : 0.0)
+    << ", \"accept_length\": " << accept_length
+    << ", \"tpc\": " << (verify_calls ? accept_length + 1.0 : 0.0) << ", \"accept_pos\": ";
+  list(accept_pos);
+  o << ", \"proposed_pos\": ";
+  list(proposed_pos);
+  o << ", \"shape_steps\": {";
+  bool first = true;
+  for (const auto& [k, v] : shape_steps) {
+    o << (first ? "" : ", ") << "\"" << k << "\": " << v;
+    first = false;
+  }
+  o << "}, \"stage_s\": {";
+  first = true;
+  for (const char* s : kStages) {
+    o << (first ? "" : ", ") << "\"" << s << "\": " << stage_s.at(s);
+    first = false;
+  }
+  o << "}, \"ttft_s\": " << ttft_s
+    << ", \"tpot_s\": " << (after_first > 0 ? decode_s / after_first : 0.0)
+    << ", \"total_s\": " << total_s << ", \"tokens_per_s\": "
+    << (after_first > 0 && decode_s > 0 ? after_first / decode_s : 0.0) << ", \"memory\": {";
+  first = true;
+  for (const auto& [k, v] : memory) {
+    o << (first ? "" : ", ") << "\"" << k << "\": " << v;
+    first = false;
+  }
+  o << "}}";
+  return o.str();
+}
+
+StageTimer::StageTimer(Stats& stats, const char* stage)
+    : stats_(stats), stage_(stage), t0_(std::chrono::steady_clock::now()) {}
+StageTimer::~StageTimer() { stats_.stage_s[stage_] += seconds_since(t0_); }
+
+// --- runner ---------------------------------------------------------------------------
+
+Runner::Runner(Program& target, Program* draft)
+    : target_(target), draft_program_(draft), meta_(target.target) {
+  if (draft != nullptr) draft_ = std::make_unique<Eagle3Draft>(*draft, meta_);
+}
+
+Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOptions& options,
+                        Sampler& sampler, const TokenCallback& callback) {
+  // Everything a caller can get wrong is checked before any state changes; the messages
+  // are runtime/runner.py's.
+  const int64_t limit = meta_.max_context, n = prompt.size();
+  if (prompt.empty()) throw Error("empty prompt: give at least one token");
+  for (int64_t t : prompt) {
+    if (t < 0 || t >= meta_.vocab_size) {
+      throw Error("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                  std::to_string(meta_.vocab_size) + ")");
+    }
+  }
+  if (options.max_new_tokens < 1) {
+    throw Error("max_new_tokens must be at least 1, got " +
+                std::to_string(options.max_new_tokens));
+  }
+  if (n >= limit) {
+    throw Error("prompt of " + std::to_string(n) + " tokens does not fit the context of " +
+                std::to_string(limit) +
+                " (it needs room for at least one new token); shorten it or export with a "
+                "larger --max-seq");
+  }
+  if (n + options.max_new_tokens > limit) {
+    throw Error("prompt of " + std::to_string(n) + " tokens + max_new_tokens " +
+                std::to_string(options.max_new_tokens) + " exceeds the context of " +
+                std::to_string(limit) + "; lower max_new_tokens to at most " +
+                std::to_string(limit - n) + " or export with a larger --max-seq");
+  }
+  if (options.shape != nullptr) {
+    const Shape& shape = *options.shape;
+    if (!draft_) throw Error("speculative decoding needs a draft: pass --draft DRAFT.pte");
+    const std::string strategies = "," + meta_.kv_strategies + ",";
+    if (strategies.find("," + options.kv_strategy + ",") == std::string::npos) {
+      throw Error("this target artifact does not support KV strategy '" + options.kv_strategy +
+                  "' (it supports " + meta_.kv_strategies + "); pick another --kv");
+    }
+    if (shape.max_nodes + 1 > meta_.verify_width) {
+      throw Error("tree " + shape.name + " has up to " + std::to_string(shape.max_nodes) +
+                  " draft tokens and needs a verify width of " +
+                  std::to_string(shape.max_nodes + 1) + "; the target was exported with " +
+                  std::to_string(meta_.verify_width) +
+                  ". Use a smaller tree (--num-spec-tokens, --static-tree) or re-export the "
+                  "target with a larger --verify-width");
+    }
+    const int64_t need = shape.fed_nodes + draft_->meta().step_width;
+    if (need > draft_->scratch()) {
+      throw Error("tree " + shape.name + " feeds " + std::to_string(shape.fed_nodes) +
+                  " draft nodes per step, the draft artifact has " +
+                  std::to_string(draft_->scratch()) + " scratch slots (step width " +
+                  std::to_string(draft_->meta().step_width) +
+                  "); use a smaller tree or re-export the draft with --scratch " +
+                  std::to_string(need));
+    }
+  }
+
+  Result result;
+  Stats& stats = result.stats;
+  stats.prompt_tokens = n;
+  std::set<int64_t> eos;
+  if (!options.ignore_eos) eos.insert(meta_.eos_token_ids.begin(), meta_.eos_token_ids.end());
+  Sink sink(options.max_new_tokens, eos, callback);
+  const auto t0 = std::chrono::steady_clock::now();
+  target_.run(contract::kTARGET_RESET, {});
+  if (draft_) draft_->reset();
+
+  // Chunked prefill (runtime/prefill.py): pad rows take the positions after the real ones.
+  const int64_t chunk = meta_.prefill_chunk;
+  Tensor hidden;
+  std::vector<float> logits;
+  {
+    StageTimer timer(stats, "prefill");
+    for (int64_t lo = 0; lo < n; lo += chunk) {
+      const int64_t real = std::min(chunk, n - lo);
+      std::vector<int64_t> ids(chunk, 0), positions = iota(lo, chunk), last{real - 1};
+      std::copy_n(prompt.begin() + lo, real, ids.begin());
+      auto out = target_.run(contract::kTARGET_PREFILL, {longs(ids), longs(positions), longs(last)});
+      logits = out[0].data;
+      if (hidden.sizes.empty()) hidden.sizes = {0, out[1].cols()};
+      hidden.data.insert(hidden.data.end(), out[1].data.begin(),
+                         out[1].data.begin() + real * out[1].cols());
+      hidden.sizes[0] += real;
+    }
+  }
+  stats.prefill_calls += (n + chunk - 1) / chunk;
+  const int64_t first = sampler.pick(logits.data(), meta_.vocab_size);
+  const bool more = sink.emit({first});
+  stats.ttft_s = seconds_since(t0);
+  if (more) {
+    if (options.shape != nullptr) {
+      {
+        StageTimer timer(stats, "draft");
+        stats.draft_calls += draft_->prefill(prompt, first, hidden);
+      }
+      speculate(first, n, options, sampler, stats, sink);
+    } else {
+      int64_t token = first, position = n;
+      while (sink.remaining() > 0) {
+        std::vector<int64_t> tok{token}, pos{position};
+        std::vector<Tensor> out;
+        {
+          StageTimer timer(stats, "decode");
+          out = target_.run(contract::kTARGET_DECODE, {longs(tok), longs(pos)});
+        }
+        ++stats.decode_calls;
+        token = sampler.pick(out[0].data.data(), meta_.vocab_size);
+        ++position;
+        if (!sink.emit({token})) break;
+      }
+    }
+  }
+  stats.total_s = seconds_since(t0);
+  stats.generated_tokens = sink.tokens.size();
+  stats.memory["target_weights_bytes"] = target_.weights_bytes;
+  stats.memory["target_kv_bytes"] = meta_.kv_cache_bytes;
+  if (draft_) {
+    stats.memory["draft_weights_bytes"] = draft_program_->weights_bytes;
+    stats.memory["draft_kv_bytes"] = draft_->meta().kv_cache_bytes;
+  }
+  result.token_ids = sink.tokens;
+  result.stop_reason = sink.stop;
+  return result;
+}
+
+void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& options,
+                       Sampler& sampler, Stats& stats, Sink& sink) {
+  const int64_t v = meta_.vocab_size, s = meta_.cache_size, ctx = meta_.max_context;
+  const bool overwrite = options.kv_strategy == "position-overwrite";
+  const Shape& shape = *options.shape;
+  while (sink.remaining() > 0) {
+    // Never draft past the budget: a step emits its accepted path + one token.
+    const int64_t height = sink.remaining() - 1;
+    Proposal proposal;
+    {
+      StageTimer timer(stats, "draft");
+      if (height > 0) {
+        Expansion expansion(*draft_);
+        proposal = shape.grow(expansion, height, sampler, *draft_);
+      }
+      stats.draft_calls += proposal.calls;
+    }
+    const int64_t m = proposal.tokens.size(), m1 = m + 1, c = committed;
+    int64_t k = 0, max_depth = 0;
+    std::vector<int64_t> tokens, positions, slots, depth(m1, 0);
+    std::vector<std::vector<int64_t>> children(m1);
+    std::vector<float> mask;
+    {
+      // Tensorize (runtime/speculative/kv_cache.py): row i at slot base + i with RoPE
+      // position c + depth; it sees the committed prefix, its ancestors and itself; rows
+      // past the tree see only their own slot.
+      StageTimer timer(stats, "tensorize");
+      k = meta_.verify_width_for(m1);
+      const int64_t base = overwrite ? c : ctx;
+      slots.resize(k);
+      positions.resize(k);
+      tokens.assign(k, 0);
+      tokens[0] = root;
+      for (int64_t i = 1; i < m1; ++i) {
+        const int64_t parent = proposal.parents[i - 1];
+        if (parent < 0 || parent >= i) throw Error("draft tree parent out of order");
+        tokens[i] = proposal.tokens[i - 1];
+        depth[i] = depth[parent] + 1;
+        max_depth = std::max(max_depth, depth[i]);
+        children[parent].push_back(i);
+      }
+      mask.assign(k * s, contract::kMaskMin);
+      for (int64_t i = 0; i < k; ++i) {
+        slots[i] = base + i;
+        positions[i] = i < m1 ? c + depth[i] : c + m1 + (i - m1);
+      }
+      for (int64_t i = 0; i < k; ++i) {
+        float* row = mask.data() + i * s;
+        if (i >= m1) {
+          row[slots[i]] = 0.0f;
+          continue;
+        }
+        std::fill_n(row, c, 0.0f);
+        for (int64_t j = i;; j = proposal.parents[j - 1]) {
+          row[slots[j]] = 0.0f;
+          if (j == 0) break;
+        }
+      }
+    }
+    std::vector<Tensor> out;
+    {
+      StageTimer timer(stats, "verify");
+      out = target_.run(meta_.verify_method(k),
+                        {longs(tokens), longs(positions), longs(slots), floats(mask, k, s)});
+    }
+    const Tensor& logits = out[0];
+    std::vector<int64_t> nodes{0};
+    int64_t next = 0;
+    {
+      // Greedy: at each node take the child equal to the target's argmax; the first miss
+      // emits the argmax. Sampling (runtime/speculative/verifier.py): try the children in
+      // order, accept x with probability min(1, p(x)/q(x)), on rejection continue from
+      // normalize(max(p - q, 0)); q is the draft's distribution for a sampled chain and a
+      // point mass for a deterministic tree pick.
+      StageTimer timer(stats, "accept");
+      int64_t node = 0;
+      while (true) {
+        int64_t accepted = -1;
+        if (sampler.greedy()) {
+          const int64_t best = argmax(logits.row(node), v);
+          for (int64_t ch : children[node]) {
+            if (tokens[ch] == best) {
+              accepted = ch;
+              break;
+            }
+          }
+          if (accepted < 0) {
+            next = best;
+            break;
+          }
+        } else {
+          auto p = sampler.probs(logits.row(node), v);
+          for (int64_t ch : children[node]) {
+            const int64_t x = tokens[ch];
+            const bool mass = proposal.q.empty();
+            const double px = p[x], qx = mass ? 1.0 : proposal.q[ch - 1][x];
+            if (qx > 0 && sampler.uniform() < std::min(1.0, px / qx)) {
+              accepted = ch;
+              break;
+            }
+            std::vector<float> r(p);
+            if (mass) {
+              r[x] = std::max(p[x] - 1.0f, 0.0f);
+            } else {
+              const auto& q = proposal.q[ch - 1];
+              for (int64_t j = 0; j < v; ++j) r[j] = std::max(p[j] - q[j], 0.0f);
+            }
+            double total = 0;
+            for (float y : r) total += y;
+            if (total > 0) {  // p == q: the draft was exact (rejection had probability 0)
+              for (auto& y : r) y = static_cast<float>(y / total);
+              p = std::move(r);
+            }
+          }
+          if (accepted < 0) {
+            next = sampler.draw(p);
+            break;
+          }
+        }
+        node = accepted;
+        nodes.push_back(node);
+      }
+    }
+    const int64_t n = nodes.size();
+    {
+      // Commit by path index: the accepted rows go to c, c + 1, ...; a path already there
+      // (a chain or first-branch path under position-overwrite) needs no call.
+      StageTimer timer(stats, "commit");
+      const int64_t w = meta_.verify_width, base = overwrite ? c : ctx;
+      std::vector<int64_t> src(w), dst(w);
+      bool moved = false;
+      for (int64_t i = 0; i < w; ++i) src[i] = dst[i] = base + i;
+      for (int64_t i = 0; i < n; ++i) {
+        src[i] = base + nodes[i];
+        dst[i] = c + i;
+        moved = moved || src[i] != dst[i];
+      }
+      if (moved) {
+        target_.run(contract::kTARGET_COMMIT, {longs(src), longs(dst)});
+        ++stats.commit_calls;
+      }
+    }
+    stats.record_verify(m, n - 1, max_depth, shape.name);
+    committed = c + n;
+    std::vector<int64_t> path, emitted;
+    for (int64_t i = 0; i < n; ++i) path.push_back(tokens[nodes[i]]);
+    emitted.assign(path.begin() + 1, path.end());
+    emitted.push_back(next);
+    if (!sink.emit(emitted)) return;
+    {
+      StageTimer timer(stats, "draft");
+      const int64_t th = out[1].cols();
+      std::vector<float> hidden(n * th);
+      for (int64_t i = 0; i < n; ++i) std::copy_n(out[1].row(nodes[i]), th, &hidden[i * th]);
+      stats.draft_calls += draft_->accept(c, path, next, hidden);
+    }
+    root = next;
+  }
+}
+
+}  // namespace etspec

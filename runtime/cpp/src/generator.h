@@ -1,0 +1,84 @@
+// Target-only and speculative generation over a loaded .pte pair: the algorithm of the
+// Python runtime (runtime/runner.py, runtime/speculative/), stage for stage and call for
+// call, so greedy ids are identical and the stats mean the same.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "artifact.h"
+#include "draft.h"
+#include "sampler.h"
+#include "tree.h"
+
+namespace etspec {
+
+// GenerationStats of runtime/stats.py; to_json writes the same field names.
+struct Stats {
+  int64_t prompt_tokens = 0, generated_tokens = 0, prefill_calls = 0, decode_calls = 0,
+          verify_calls = 0, draft_calls = 0, commit_calls = 0, drafted_tokens = 0,
+          accepted_tokens = 0;
+  std::vector<int64_t> accept_pos, proposed_pos;
+  std::map<std::string, int64_t> shape_steps;
+  std::map<std::string, double> stage_s;
+  double ttft_s = 0, total_s = 0;
+  std::map<std::string, int64_t> memory;
+
+  Stats();
+  // One verify that checked `proposed` draft tokens in a tree `height` levels deep.
+  void record_verify(int64_t proposed, int64_t accepted, int64_t height,
+                     const std::string& shape);
+  std::string to_json() const;
+};
+
+// Times a stage into Stats::stage_s for the scope's lifetime.
+class StageTimer {
+ public:
+  StageTimer(Stats& stats, const char* stage);
+  ~StageTimer();
+
+ private:
+  Stats& stats_;
+  const char* stage_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+struct Result {
+  std::vector<int64_t> token_ids;
+  std::string stop_reason;
+  Stats stats;
+};
+
+// Streaming: called with each emission's new ids.
+using TokenCallback = std::function<void(const std::vector<int64_t>&)>;
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 128;
+  bool ignore_eos = false;
+  const Shape* shape = nullptr;  // null: target-only
+  std::string kv_strategy = "position-overwrite";
+};
+
+class Runner {
+ public:
+  Runner(Program& target, Program* draft);
+  Result generate(const std::vector<int64_t>& prompt, const GenerateOptions& options,
+                  Sampler& sampler, const TokenCallback& callback);
+  const TargetMetadata& meta() const { return meta_; }
+
+ private:
+  void speculate(int64_t first, int64_t committed, const GenerateOptions& options,
+                 Sampler& sampler, Stats& stats, class Sink& sink);
+
+  Program& target_;
+  Program* draft_program_;
+  std::unique_ptr<Eagle3Draft> draft_;
+  TargetMetadata meta_;
+};
+
+}  // namespace etspec

@@ -1,0 +1,207 @@
+// etspec_runner: run an etspec .pte pair without Python.
+//
+//   etspec_runner --target T.pte [--draft D.pte] --prompt-ids 1,2,3 [--max-new-tokens 128]
+//       [--tree chain|static] [--num-spec-tokens 3] [--static-tree N8|D3xBF2|JSON]
+//       [--kv position-overwrite|scratch-commit]
+//       [--temperature 0] [--top-k 0] [--top-p 1] [--seed N] [--num-samples 1]
+//       [--ignore-eos] [--json]
+//
+// Streams the generated ids to stdout as they are produced (one line per generation), or
+// with --json prints one object per generation: token_ids, stop_reason and stats with the
+// Python runtime's field names. --num-samples N generates N times from the same prompt with
+// one random stream (independent samples; with --seed, the same N samples every run).
+// A user error prints "error: ..." on one line and exits 1 (2 for bad arguments).
+#include <cmath>
+#include <cstdio>
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "artifact.h"
+#include "generator.h"
+#include "sampler.h"
+#include "tree.h"
+
+namespace {
+
+struct UsageError : etspec::Error {
+  using etspec::Error::Error;
+};
+
+const char* kUsage =
+    "usage: etspec_runner --target T.pte [--draft D.pte] --prompt-ids 1,2,3 "
+    "[--max-new-tokens N] [--tree chain|static] [--num-spec-tokens N] [--static-tree SPEC] "
+    "[--kv position-overwrite|scratch-commit] [--temperature T] [--top-k K] [--top-p P] "
+    "[--seed N] [--num-samples N] [--ignore-eos] [--json]";
+
+std::vector<int64_t> parse_ids(const std::string& text) {
+  std::vector<int64_t> ids;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.find_first_not_of(" \t") == std::string::npos) continue;
+    size_t used = 0;
+    try {
+      ids.push_back(std::stoll(item, &used));
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || item.find_first_not_of(" \t", used) != std::string::npos) {
+      throw UsageError("--prompt-ids takes comma-separated integers, got '" + text + "'");
+    }
+  }
+  return ids;
+}
+
+template <typename T>
+T number(const std::string& flag, const std::string& value) {
+  std::istringstream in(value);
+  T out{};
+  in >> out;
+  if (in.fail() || !in.eof()) throw UsageError(flag + " takes a number, got '" + value + "'");
+  return out;
+}
+
+std::string ids_json(const std::vector<int64_t>& ids) {
+  std::string s = "[";
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
+  return s + "]";
+}
+
+void report(const etspec::Result& result, bool json);
+
+int run(int argc, char** argv) {
+  std::map<std::string, std::string> opt;
+  bool json = false;
+  etspec::GenerateOptions options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json") {
+      json = true;
+    } else if (a == "--ignore-eos") {
+      options.ignore_eos = true;
+    } else if (a == "-h" || a == "--help") {
+      std::cout << kUsage << "\n";
+      return 0;
+    } else if (a.rfind("--", 0) == 0 && i + 1 < argc) {
+      opt[a] = argv[++i];
+    } else {
+      throw UsageError("unexpected argument '" + a + "'; " + kUsage);
+    }
+  }
+  static const char* known[] = {"--target", "--draft", "--prompt-ids", "--max-new-tokens",
+                                "--tree", "--num-spec-tokens", "--static-tree", "--kv", "--temperature",
+                                "--top-k", "--top-p", "--seed", "--num-samples"};
+  for (const auto& [k, v] : opt) {
+    bool ok = false;
+    for (const char* n : known) ok = ok || k == n;
+    if (!ok) throw UsageError("unknown option " + k + "; " + kUsage);
+  }
+  if (!opt.count("--target")) throw UsageError(std::string("--target is required; ") + kUsage);
+  if (!opt.count("--prompt-ids")) {
+    throw UsageError(
+        "--prompt-ids is required (this runner takes token ids; `etspec generate "
+        "--json` prints the ids of a text prompt)");
+  }
+  const auto prompt = parse_ids(opt["--prompt-ids"]);
+  if (opt.count("--max-new-tokens")) {
+    options.max_new_tokens = number<int64_t>("--max-new-tokens", opt["--max-new-tokens"]);
+  }
+  const bool speculative = opt.count("--draft") > 0;
+  const std::string tree = opt.count("--tree") ? opt["--tree"] : "chain";
+  int64_t length = 3;
+  if (opt.count("--num-spec-tokens")) {
+    length = number<int64_t>("--num-spec-tokens", opt["--num-spec-tokens"]);
+  }
+  std::unique_ptr<etspec::Shape> shape;
+  if (tree == "chain") {
+    shape = std::make_unique<etspec::ChainShape>(length);
+  } else if (tree != "static") {
+    throw UsageError("--tree " + tree +
+                     " is not supported by the C++ runner yet; use chain or static");
+  }
+  if (opt.count("--kv")) options.kv_strategy = opt["--kv"];
+  if (options.kv_strategy != "position-overwrite" && options.kv_strategy != "scratch-commit") {
+    throw UsageError("unknown KV strategy '" + options.kv_strategy +
+                     "'; choose one of position-overwrite, scratch-commit");
+  }
+  etspec::SamplingConfig sampling;
+  if (opt.count("--temperature")) {
+    sampling.temperature = number<double>("--temperature", opt["--temperature"]);
+  }
+  if (opt.count("--top-k")) sampling.top_k = number<int64_t>("--top-k", opt["--top-k"]);
+  if (opt.count("--top-p")) sampling.top_p = number<double>("--top-p", opt["--top-p"]);
+  if (opt.count("--seed")) {
+    sampling.seed = number<uint64_t>("--seed", opt["--seed"]);
+    sampling.seeded = true;
+  }
+  etspec::Sampler sampler(sampling);  // checks the settings before anything loads
+
+  etspec::Program target(opt["--target"], "target");
+  std::unique_ptr<etspec::Program> draft;
+  if (speculative) draft = std::make_unique<etspec::Program>(opt["--draft"], "draft");
+  etspec::Runner runner(target, draft.get());
+  if (tree == "static") {
+    // The Python runtime's default static tree: the best-first pruned tree filling the
+    // widest verify (at most 15 nodes).
+    const int64_t nodes = std::max<int64_t>(1, std::min<int64_t>(target.target.verify_width - 1, 15));
+    const std::string spec = opt.count("--static-tree") ? opt["--static-tree"]
+                                                        : "N" + std::to_string(nodes);
+    shape = std::make_unique<etspec::StaticTree>(etspec::StaticTree::parse(spec));
+  }
+  options.shape = speculative ? shape.get() : nullptr;
+
+  etspec::TokenCallback stream;
+  if (!json) {
+    stream = [](const std::vector<int64_t>& ids) {
+      for (int64_t id : ids) std::cout << id << " ";
+      std::cout << std::flush;
+    };
+  }
+  int64_t samples = 1;
+  if (opt.count("--num-samples")) {
+    samples = number<int64_t>("--num-samples", opt["--num-samples"]);
+  }
+  if (samples < 1) throw UsageError("--num-samples must be at least 1");
+  for (int64_t i = 0; i < samples; ++i) {
+    report(runner.generate(prompt, options, sampler, stream), json);
+  }
+  return 0;
+}
+
+void report(const etspec::Result& result, bool json) {
+  if (json) {
+    std::cout << "{\"token_ids\": " << ids_json(result.token_ids) << ", \"stop_reason\": \""
+              << result.stop_reason << "\", \"stats\": " << result.stats.to_json() << "}\n";
+  } else {
+    std::cout << "\n";
+    std::cerr << "[" << result.stats.generated_tokens << " tokens, " << result.stop_reason;
+    if (result.stats.verify_calls) {
+      std::cerr << ", TPC "
+                << 1.0 + double(result.stats.accepted_tokens) / result.stats.verify_calls;
+    }
+    std::cerr << "]\n";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const UsageError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const etspec::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,271 @@
+#include "tree.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <queue>
+#include <regex>
+#include <set>
+#include <tuple>
+
+namespace etspec {
+
+namespace {
+
+using Path = std::vector<int64_t>;
+
+// Prior acceptance of the draft's rank-r token (runtime/speculative/static_tree.py).
+constexpr double kRankAccept[] = {0.7, 0.15, 0.06, 0.03};
+constexpr int64_t kRanks = 4;
+
+// Indices of the n largest values; ties keep index order (torch.sort(stable=True)).
+std::vector<int64_t> top(const std::vector<float>& x, int64_t n) {
+  std::vector<int64_t> order(x.size());
+  std::iota(order.begin(), order.end(), 0);
+  n = std::min<int64_t>(n, x.size());
+  std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int64_t a, int64_t b) {
+    return x[a] > x[b] || (x[a] == x[b] && a < b);
+  });
+  order.resize(n);
+  return order;
+}
+
+Path parent_of(const Path& p) { return Path(p.begin(), p.end() - 1); }
+
+std::vector<Path> parse_choices(const std::string& text) {
+  // A JSON list of lists of integers, e.g. [[0], [1], [0, 0]].
+  std::vector<Path> out;
+  size_t i = 0;
+  auto skip = [&] {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  };
+  auto expect = [&](char c) {
+    skip();
+    if (i >= text.size() || text[i] != c) throw std::invalid_argument("json");
+    ++i;
+  };
+  expect('[');
+  skip();
+  if (i < text.size() && text[i] == ']') return out;
+  while (true) {
+    expect('[');
+    Path p;
+    skip();
+    if (i < text.size() && text[i] == ']') {
+      ++i;
+    } else {
+      while (true) {
+        skip();
+        size_t used = 0;
+        p.push_back(std::stoll(text.substr(i), &used));
+        i += used;
+        skip();
+        if (i < text.size() && text[i] == ',') {
+          ++i;
+          continue;
+        }
+        expect(']');
+        break;
+      }
+    }
+    out.push_back(p);
+    skip();
+    if (i < text.size() && text[i] == ',') {
+      ++i;
+      continue;
+    }
+    expect(']');
+    break;
+  }
+  skip();
+  if (i != text.size()) throw std::invalid_argument("json");
+  return out;
+}
+
+std::string path_text(const Path& p) {
+  std::string s = "[";
+  for (size_t i = 0; i < p.size(); ++i) s += (i ? ", " : "") + std::to_string(p[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+ChainShape::ChainShape(int64_t length) : length_(length) {
+  if (length < 1) {
+    throw Error("--num-spec-tokens (chain length) must be at least 1, got " +
+                std::to_string(length));
+  }
+  name = "chain" + std::to_string(length);
+  max_nodes = length;
+  fed_nodes = length - 1;
+}
+
+Proposal ChainShape::grow(Expansion& expansion, int64_t max_height, Sampler& sampler,
+                          const Eagle3Draft& draft) const {
+  // The top-1 token of each level when greedy, a sample of the draft's distribution when
+  // sampling (kept, scattered to target ids, for the verifier).
+  const auto& ids = draft.target_ids();
+  const int64_t n = std::min(length_, max_height), vd = ids.size();
+  Proposal out;
+  std::vector<float> logits = expansion.root();
+  for (int64_t i = 0; i < n; ++i) {
+    if (i > 0) logits = expansion.expand({i - 1}, {out.tokens.back()})[0];
+    out.parents.push_back(i);
+    if (sampler.greedy()) {
+      out.tokens.push_back(ids[argmax(logits.data(), vd)]);
+      continue;
+    }
+    const auto qd = sampler.probs(logits.data(), vd);
+    out.tokens.push_back(ids[sampler.draw(qd)]);
+    std::vector<float> qt(draft.target_vocab(), 0.0f);
+    for (int64_t j = 0; j < vd; ++j) qt[ids[j]] = qd[j];
+    out.q.push_back(std::move(qt));
+  }
+  out.calls = expansion.calls;
+  return out;
+}
+
+StaticTree::StaticTree(std::vector<Path> paths, std::string tree_name) {
+  std::set<Path> present(paths.begin(), paths.end());
+  paths_.assign(present.begin(), present.end());
+  std::stable_sort(paths_.begin(), paths_.end(), [](const Path& a, const Path& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  });
+  if (paths_.empty()) throw Error("a static tree needs at least one node");
+  std::set<Path> parents;
+  for (const auto& p : paths_) {
+    if (p.empty() || *std::min_element(p.begin(), p.end()) < 0) {
+      throw Error("tree choice " + path_text(p) + " must be a non-empty list of ranks >= 0");
+    }
+    if (p.size() > 1) {
+      if (!present.count(parent_of(p))) {
+        throw Error("tree choice " + path_text(p) + " has no parent " +
+                    path_text(parent_of(p)));
+      }
+      parents.insert(parent_of(p));
+    }
+  }
+  name = tree_name.empty() ? "static" + std::to_string(paths_.size()) : tree_name;
+  max_nodes = paths_.size();
+  fed_nodes = parents.size();
+}
+
+StaticTree StaticTree::full(int64_t depth, int64_t branching) {
+  if (depth < 1 || branching < 1) throw Error("a full tree needs depth >= 1 and branching >= 1");
+  std::vector<Path> level{{}}, paths;
+  for (int64_t d = 0; d < depth; ++d) {
+    std::vector<Path> next;
+    for (const auto& p : level) {
+      for (int64_t r = 0; r < branching; ++r) {
+        Path q = p;
+        q.push_back(r);
+        next.push_back(q);
+      }
+    }
+    paths.insert(paths.end(), next.begin(), next.end());
+    level = std::move(next);
+  }
+  return StaticTree(paths, "D" + std::to_string(depth) + "xBF" + std::to_string(branching));
+}
+
+StaticTree StaticTree::pruned(int64_t nodes) {
+  if (nodes < 1) {
+    throw Error("a pruned tree needs at least 1 node, got " + std::to_string(nodes));
+  }
+  // Best-first by prior (heapq order of the Python runtime: probability, depth, path).
+  using Entry = std::tuple<double, int64_t, Path>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> frontier;
+  frontier.emplace(-kRankAccept[0], 1, Path{0});
+  std::vector<Path> paths;
+  while (!frontier.empty() && static_cast<int64_t>(paths.size()) < nodes) {
+    auto [neg, len, p] = frontier.top();
+    frontier.pop();
+    paths.push_back(p);
+    const double prob = -neg;
+    Path child = p;
+    child.push_back(0);
+    frontier.emplace(-prob * kRankAccept[0], p.size() + 1, child);
+    const int64_t r = p.back() + 1;
+    if (r < kRanks) {
+      Path sibling = p;
+      sibling.back() = r;
+      frontier.emplace(-prob / kRankAccept[r - 1] * kRankAccept[r], p.size(), sibling);
+    }
+  }
+  return StaticTree(paths, "N" + std::to_string(paths.size()));
+}
+
+StaticTree StaticTree::parse(const std::string& spec) {
+  std::smatch m;
+  const std::regex full_re(R"(\s*[dD](\d+)\s*[xX-]?\s*[bB][fF](\d+)\s*)");
+  const std::regex pruned_re(R"(\s*[nN](\d+)\s*)");
+  if (std::regex_match(spec, m, full_re)) return full(std::stoll(m[1]), std::stoll(m[2]));
+  if (std::regex_match(spec, m, pruned_re)) return pruned(std::stoll(m[1]));
+  try {
+    return StaticTree(parse_choices(spec), "");
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception&) {
+    throw Error("cannot read static tree '" + spec +
+                "': use D<depth>xBF<branching> (e.g. D3xBF2), N<nodes> (e.g. N8) or a JSON "
+                "list of rank paths (e.g. [[0],[1],[0,0]])");
+  }
+}
+
+Proposal StaticTree::grow(Expansion& expansion, int64_t max_height, Sampler&,
+                          const Eagle3Draft& draft) const {
+  // Each level feeds every node that has children in one batched expansion and places the
+  // draft's top-r tokens of each into its ranked children; every node is a deterministic
+  // pick, so the verifier treats it as a point mass.
+  const auto& ids = draft.target_ids();
+  std::map<Path, int64_t> row{{Path{}, 0}}, handle{{Path{}, 0}};
+  Proposal out;
+  int64_t fed = 0;
+  size_t i = 0;
+  for (size_t depth = 1; i < paths_.size() && static_cast<int64_t>(depth) <= max_height;
+       ++depth) {
+    std::vector<Path> level;
+    for (; i < paths_.size() && paths_[i].size() == depth; ++i) {
+      // A parent the draft vocabulary could not fill has no row: drop its subtree.
+      if (row.count(parent_of(paths_[i]))) level.push_back(paths_[i]);
+    }
+    if (level.empty()) break;
+    std::vector<Path> heads;
+    for (const auto& p : level) {
+      const Path h = parent_of(p);
+      if (std::find(heads.begin(), heads.end(), h) == heads.end()) heads.push_back(h);
+    }
+    std::vector<std::vector<float>> logits;
+    if (depth == 1) {
+      logits.push_back(expansion.root());
+    } else {
+      std::vector<int64_t> parents, tokens;
+      for (const auto& h : heads) {
+        parents.push_back(handle.at(parent_of(h)));
+        tokens.push_back(out.tokens[row.at(h) - 1]);
+      }
+      logits = expansion.expand(parents, tokens);
+      for (const auto& h : heads) handle[h] = ++fed;
+    }
+    std::map<Path, std::vector<int64_t>> ranked;
+    for (size_t k = 0; k < heads.size(); ++k) {
+      int64_t width = 0;
+      for (const auto& p : level) {
+        if (parent_of(p) == heads[k]) width = std::max(width, p.back() + 1);
+      }
+      for (int64_t d : top(logits[k], width)) ranked[heads[k]].push_back(ids[d]);
+    }
+    for (const auto& p : level) {
+      const auto& options = ranked[parent_of(p)];
+      if (p.back() >= static_cast<int64_t>(options.size())) continue;
+      out.tokens.push_back(options[p.back()]);
+      out.parents.push_back(row.at(parent_of(p)));
+      row[p] = out.tokens.size();
+    }
+  }
+  out.calls = expansion.calls;
+  return out;
+}
+
+}  // namespace etspec

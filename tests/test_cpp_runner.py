@@ -1,0 +1,185 @@
+"""The C++ runner (runtime/cpp): built against the executorch wheel's SDK when a compiler
+and CMake are present, then held to the Python runtime: identical greedy ids and stats,
+seeded sampling reproducible and distributed as the target's, the same one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import random_prompts
+from test_sampling import (  # noqa: F401 (exact_marginals is a fixture)
+    ALPHA,
+    PROMPT,
+    TEMPERATURE,
+    V,
+    chi_square_pvalue,
+    exact_marginals,
+)
+
+from etspec.errors import EtspecError
+from etspec.runtime.loading import RunnerSpec, load_runners
+from etspec.runtime.speculative.dispatcher import TreeSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cmake_ok() -> bool:
+    cmake = shutil.which("cmake")
+    if cmake is None or shutil.which("c++") is None:
+        return False
+    out = subprocess.run([cmake, "--version"], capture_output=True, text=True).stdout.split()
+    major, minor = (int(x) for x in out[2].split(".")[:2])
+    return (major, minor) >= (3, 19)
+
+
+@pytest.fixture(scope="session")
+def runner_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not _cmake_ok():
+        pytest.skip("the C++ runner needs CMake >= 3.19 and a C++17 compiler")
+    build = tmp_path_factory.mktemp("cpp")
+    env = {**os.environ, "PYTHON": sys.executable}
+    res = subprocess.run(
+        ["bash", str(ROOT / "runtime/cpp/build.sh"), str(build)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    return build / "etspec_runner"
+
+
+def _run(binary: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=300)
+
+
+def _cpp(binary: Path, target: Path, prompt: list[int], *args: str) -> list[dict]:  # type: ignore[type-arg]
+    ids = ",".join(map(str, prompt))
+    res = _run(binary, "--target", str(target), "--prompt-ids", ids, "--json", *args)
+    assert res.returncode == 0, res.stderr
+    return [json.loads(line) for line in res.stdout.splitlines()]
+
+
+def _python(  # type: ignore[no-untyped-def]
+    target: Path, draft: Path | None, prompt: list[int], budget: int, tree: str, kv: str
+):
+    spec = RunnerSpec(target, draft, tree=TreeSettings(tree, 3), kv_strategy=kv)
+    base, spec_runner = load_runners(spec)
+    return (spec_runner or base).generate(prompt, budget, ignore_eos=True)
+
+
+MODES = [
+    ("target-only", "position-overwrite"),
+    ("chain", "position-overwrite"),
+    ("chain", "scratch-commit"),
+    ("static", "position-overwrite"),  # the default static tree: N(min(K - 1, 15))
+    ("static", "scratch-commit"),
+]
+
+
+@pytest.mark.parametrize("pair", ["small", "step4"])
+@pytest.mark.parametrize(("tree", "kv"), MODES)
+def test_greedy_ids_and_stats_equal_python(  # type: ignore[no-untyped-def]
+    artifacts, runner_bin: Path, pair: str, tree: str, kv: str
+) -> None:
+    case = artifacts.small_draft() if pair == "small" else artifacts.draft()
+    vocab = case.target.hf.config.vocab_size
+    draft = None if tree == "target-only" else case.pte
+    for i, prompt in enumerate(random_prompts(4, vocab, 20, seed=21)):
+        budget = 9 + 7 * i
+        ref = _python(case.target.pte, draft, prompt, budget, tree, kv)
+        args = ["--max-new-tokens", str(budget), "--ignore-eos"]
+        if draft is not None:
+            args += ["--draft", str(draft), "--tree", tree, "--num-spec-tokens", "3"]
+            args += ["--kv", kv]
+        (out,) = _cpp(runner_bin, case.target.pte, prompt, *args)
+        assert out["token_ids"] == ref.token_ids, (tree, kv, i)
+        st, want = out["stats"], ref.stats.to_dict()
+        for key in ("verify_calls", "accepted_tokens", "accept_pos", "draft_calls", "commit_calls"):
+            assert st[key] == want[key], (key, tree, kv, i)
+        assert st["shape_steps"] == want["shape_steps"]
+        assert set(st) == set(want) - {"steps"}  # the same JSON fields as Python's
+
+
+def test_seeded_sampling_repeats_and_matches_the_target_distribution(  # type: ignore[no-untyped-def]
+    artifacts,
+    runner_bin: Path,
+    exact_marginals,  # noqa: F811 (the fixture imported above)
+) -> None:
+    case = artifacts.small_draft()
+    args = ["--draft", str(case.pte), "--num-spec-tokens", "2", "--temperature", str(TEMPERATURE)]
+    args += ["--max-new-tokens", "3", "--ignore-eos"]
+    n = 10_000
+    runs = _cpp(runner_bin, case.target.pte, PROMPT, *args, "--seed", "5", "--num-samples", str(n))
+    again = _cpp(runner_bin, case.target.pte, PROMPT, *args, "--seed", "5", "--num-samples", "50")
+    other = _cpp(runner_bin, case.target.pte, PROMPT, *args, "--seed", "6", "--num-samples", "50")
+    ids = [r["token_ids"] for r in runs]
+    assert ids[:50] == [r["token_ids"] for r in again]
+    assert ids[:50] != [r["token_ids"] for r in other]
+    c2, c3 = torch.zeros(V), torch.zeros(V)
+    for t in ids:
+        c2[t[1]] += 1
+        c3[t[2]] += 1
+    assert sum(r["stats"]["accepted_tokens"] for r in runs) > n // 10
+    p2, p3 = exact_marginals
+    assert chi_square_pvalue(c2, p2) > ALPHA
+    assert chi_square_pvalue(c3, p3) > ALPHA
+
+
+def _python_error(fn, path: Path) -> str:  # type: ignore[no-untyped-def]
+    with pytest.raises(EtspecError) as e:
+        fn(path)
+    return str(e.value)
+
+
+def test_bad_files_and_pairs_get_python_s_one_line_errors(  # type: ignore[no-untyped-def]
+    artifacts, runner_bin: Path, tmp_path: Path
+) -> None:
+    from etspec.artifact import open_artifact
+    from etspec.runtime.program import load_pair
+
+    small, other = artifacts.small_draft(), artifacts.draft()
+    junk = tmp_path / "junk.pte"
+    junk.write_bytes(os.urandom(4096))
+    cases = [
+        (tmp_path / "missing.pte", None, lambda p: open_artifact(p, "target")),
+        (junk, None, lambda p: open_artifact(p, "target")),
+        (small.pte, None, lambda p: open_artifact(p, "target")),  # a draft given as target
+        (small.target.pte, other.pte, lambda p: load_pair(p, other.pte)),  # another target's
+    ]
+    for target, draft, python in cases:
+        args = ["--target", str(target), "--prompt-ids", "1,2"]
+        if draft is not None:
+            args += ["--draft", str(draft)]
+        res = _run(runner_bin, *args)
+        assert res.returncode == 1, res.stderr
+        expected = f"error: {_python_error(python, target)}"
+        assert res.stderr.strip().splitlines()[-1] == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--prompt-ids", "1,x"], "--prompt-ids takes comma-separated integers"),
+        (["--prompt-ids", "1", "--temperature", "-1"], "temperature must be a finite number"),
+        (["--prompt-ids", "1", "--top-p", "0"], "top-p must be in (0, 1]"),
+        (["--prompt-ids", "1", "--tree", "auto"], "--tree auto is not supported"),
+        (["--prompt-ids", "1", "--bogus", "3"], "unknown option --bogus"),
+        (["--prompt-ids", "99999"], "prompt token id 99999 is outside the vocabulary"),
+        (["--prompt-ids", "1", "--max-new-tokens", "0"], "max_new_tokens must be at least 1"),
+        (["--prompt-ids", "1", "--max-new-tokens", "500"], "exceeds the context of 64"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors(  # type: ignore[no-untyped-def]
+    artifacts, runner_bin: Path, args: list[str], message: str
+) -> None:
+    res = _run(runner_bin, "--target", str(artifacts.small_draft().target.pte), *args)
+    assert res.returncode in (1, 2) and res.stdout == ""
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(lines) == 1 and message in lines[0], res.stderr
