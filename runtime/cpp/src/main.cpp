@@ -4,7 +4,7 @@
 //       [--tree chain|static] [--num-spec-tokens 3] [--static-tree N8|D3xBF2|JSON]
 //       [--kv position-overwrite|scratch-commit]
 //       [--temperature 0] [--top-k 0] [--top-p 1] [--seed N] [--num-samples 1]
-//       [--ignore-eos] [--json]
+//       [--ignore-eos] [--json] [--verbose]
 //
 // Streams the generated ids to stdout as they are produced (one line per generation), or
 // with --json prints one object per generation: token_ids, stop_reason and stats with the
@@ -22,10 +22,27 @@
 #include <string>
 #include <vector>
 
+#include <executorch/runtime/platform/platform.h>
+
 #include "artifact.h"
 #include "generator.h"
 #include "sampler.h"
 #include "tree.h"
+
+namespace {
+bool g_verbose = false;  // --verbose: let ExecuTorch's own log lines through
+}  // namespace
+
+// ExecuTorch logs load failures and CPU probes on stderr itself (some of it not even UTF-8
+// for a damaged file), which would bury the runner's one-line error: this definition
+// replaces the runtime's weak default and drops them unless --verbose.
+extern "C" void et_pal_emit_log_message(et_timestamp_t, et_pal_log_level_t level,
+                                        const char* filename, const char*, size_t line,
+                                        const char* message, size_t length) {
+  if (!g_verbose) return;
+  std::fprintf(stderr, "%c executorch %s:%zu] %.*s\n", static_cast<char>(level), filename,
+               line, static_cast<int>(length), message);
+}
 
 namespace {
 
@@ -37,7 +54,7 @@ const char* kUsage =
     "usage: etspec_runner --target T.pte [--draft D.pte] --prompt-ids 1,2,3 "
     "[--max-new-tokens N] [--tree chain|static] [--num-spec-tokens N] [--static-tree SPEC] "
     "[--kv position-overwrite|scratch-commit] [--temperature T] [--top-k K] [--top-p P] "
-    "[--seed N] [--num-samples N] [--ignore-eos] [--json]";
+    "[--seed N] [--num-samples N] [--ignore-eos] [--json] [--verbose]";
 
 std::vector<int64_t> parse_ids(const std::string& text) {
   std::vector<int64_t> ids;
@@ -83,6 +100,8 @@ int run(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--json") {
       json = true;
+    } else if (a == "--verbose") {
+      g_verbose = true;
     } else if (a == "--ignore-eos") {
       options.ignore_eos = true;
     } else if (a == "-h" || a == "--help") {
