@@ -97,21 +97,30 @@ void check_header(const std::string& path) {
   if (!ok) throw Error(message("bad_header", {{"path", path}}));
 }
 
+// The widest method is `base`; narrower ones are `base_<width>` (contract.py's names).
+std::string width_method(const char* base, int64_t width, int64_t widest) {
+  return width == widest ? base : std::string(base) + "_" + std::to_string(width);
+}
+
 }  // namespace
 
+std::vector<int64_t> iota(int64_t start, int64_t n) {
+  std::vector<int64_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = start + i;
+  return v;
+}
+
 std::string TargetMetadata::verify_method(int64_t width) const {
-  return width == verify_width ? contract::kTARGET_VERIFY
-                               : std::string(contract::kTARGET_VERIFY) + "_" + std::to_string(width);
+  return width_method(contract::kTARGET_VERIFY, width, verify_width);
 }
 int64_t TargetMetadata::verify_width_for(int64_t rows) const {
   return narrowest(verify_widths, rows, "verify");
 }
 std::string TargetMetadata::hidden_spec() const {
-  return hidden_state_point + "[" + join(hidden_state_layers) + "]";
+  return hidden_state_point + "[" + join(hidden_state_layers) + "]";  // str(HiddenStateSpec)
 }
 std::string DraftMetadata::extend_method(int64_t width) const {
-  return width == extend_width ? contract::kDRAFT_EXTEND
-                               : std::string(contract::kDRAFT_EXTEND) + "_" + std::to_string(width);
+  return width_method(contract::kDRAFT_EXTEND, width, extend_width);
 }
 int64_t DraftMetadata::extend_width_for(int64_t rows) const {
   return narrowest(extend_widths, rows, "extend");

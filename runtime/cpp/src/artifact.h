@@ -78,6 +78,9 @@ class Program {
 // The pair checks of etspec/contract.py::check_pair.
 void check_pair(const TargetMetadata& target, const DraftMetadata& draft);
 
+// start, start + 1, ..., start + n - 1 (positions and slots of consecutive rows).
+std::vector<int64_t> iota(int64_t start, int64_t n);
+
 // 1-D int64 / float tensors over caller-owned storage (no copy).
 executorch::extension::TensorPtr longs(std::vector<int64_t>& v);
 executorch::extension::TensorPtr floats(std::vector<float>& v, int64_t rows, int64_t cols);

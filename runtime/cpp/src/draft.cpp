@@ -4,16 +4,6 @@
 
 namespace etspec {
 
-namespace {
-
-std::vector<int64_t> iota(int64_t start, int64_t n) {
-  std::vector<int64_t> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = start + i;
-  return v;
-}
-
-}  // namespace
-
 Eagle3Draft::Eagle3Draft(Program& program, const TargetMetadata& target)
     : program_(program), meta_(program.draft), target_vocab_(target.vocab_size) {
   if (meta_.draft_method != "eagle3") {

@@ -17,12 +17,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::vector<int64_t> iota(int64_t start, int64_t n) {
-  std::vector<int64_t> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = start + i;
-  return v;
-}
-
 }  // namespace
 
 // Stop rules of runtime/runner.py::_Sink: budget, EOS (kept), streaming.
