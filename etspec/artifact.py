@@ -1,19 +1,25 @@
 """Opening ``.pte`` files and reading their etspec metadata.
 
 Used by export (a draft is exported against a target artifact), by the runtime and by
-``etspec inspect``. The header is checked before ExecuTorch sees the file, so a foreign or
-truncated file is rejected with a clear message rather than failing deep in the loader.
+``etspec inspect``. The header, sizes and integrity trailer are checked before ExecuTorch sees
+the file, so a foreign, truncated or damaged file is rejected with a clear message rather
+than loading garbage weights or crashing deep in the loader.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from etspec.contract import (
+    FORMAT_VERSION,
     TOKENIZER_JSON,
+    TRAILER_MAGIC,
+    TRAILER_SIZE,
     DraftMetadata,
     TargetMetadata,
     check_format,
@@ -22,13 +28,34 @@ from etspec.contract import (
 from etspec.errors import ArtifactError
 
 # An ExecuTorch program is a flatbuffer whose file identifier "ET" + 2-digit schema version
-# sits at bytes 4..8.
+# sits at bytes 4..8; an optional extended header ("eh00") at bytes 8.. gives the sizes of the
+# flatbuffer and of the data segments (delegate blobs, constants) that follow it.
 _FLATBUFFER_ID = slice(4, 8)
+_EXTENDED_HEADER = b"eh00"
 _MIN_SIZE = 64
 
 
-def check_header(path: str | Path) -> Path:
-    """Fail with a one-line error unless ``path`` looks like an ExecuTorch program."""
+def _declared_size(head: bytes) -> int | None:
+    """Program bytes (flatbuffer plus segments) the extended header describes, if it has one."""
+    if head[8:12] != _EXTENDED_HEADER or int.from_bytes(head[12:16], "little") < 32:
+        return None
+    program_size, segment_base, segment_size = struct.unpack_from("<QQQ", head, 16)
+    return segment_base + segment_size if segment_size else program_size
+
+
+def seal(program: bytes) -> bytes:
+    """``program`` with the integrity trailer the runtimes check before loading it."""
+    length = len(program).to_bytes(8, "little")
+    return program + hashlib.sha256(program).digest() + length + TRAILER_MAGIC
+
+
+def check_artifact(path: str | Path) -> Path:
+    """Fail with a one-line error unless ``path`` is an intact etspec-exported program.
+
+    Checks the ExecuTorch header, the sizes it declares against the file and the integrity
+    trailer's SHA-256, all before ExecuTorch parses the file. The C++ runner makes the same
+    checks in the same order, with the same messages.
+    """
     p = Path(path)
     if not p.exists():
         raise ArtifactError(message("no_file", path=p))
@@ -36,13 +63,46 @@ def check_header(path: str | Path) -> Path:
         raise ArtifactError(f"{p}: not a file")
     try:
         with p.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
             head = f.read(_MIN_SIZE)
+            ident = head[_FLATBUFFER_ID]
+            if len(head) < _MIN_SIZE or not (ident[:2] == b"ET" and ident[2:].isdigit()):
+                raise ArtifactError(message("bad_header", path=p))
+            declared = _declared_size(head)
+            if declared is not None and size != declared and size < declared + TRAILER_SIZE:
+                raise ArtifactError(
+                    message("truncated", path=p, size=size, expected=declared + TRAILER_SIZE)
+                )
+            if size < _MIN_SIZE + TRAILER_SIZE:
+                raise ArtifactError(message("no_trailer", path=p, expected=FORMAT_VERSION))
+            _check_trailer(p, f, size, declared)
     except OSError as e:
         raise ArtifactError(f"{p}: cannot read ({e.strerror})") from None
-    ident = head[_FLATBUFFER_ID]
-    if len(head) < _MIN_SIZE or not (ident[:2] == b"ET" and ident[2:].isdigit()):
-        raise ArtifactError(message("bad_header", path=p))
     return p
+
+
+def _check_trailer(p: Path, f: BinaryIO, size: int, declared: int | None) -> None:
+    f.seek(size - TRAILER_SIZE)
+    trailer = f.read(TRAILER_SIZE)
+    digest, length, magic = trailer[:32], trailer[32:40], trailer[40:]
+    if magic != TRAILER_MAGIC:
+        if declared is None or declared == size:
+            raise ArtifactError(message("no_trailer", path=p, expected=FORMAT_VERSION))
+        raise ArtifactError(message("damaged", path=p, what="no integrity trailer at its end"))
+    program_size = int.from_bytes(length, "little")
+    if program_size != size - TRAILER_SIZE or declared not in (None, program_size):
+        raise ArtifactError(message("damaged", path=p, what="its size fields disagree"))
+    sha = hashlib.sha256()
+    f.seek(0)
+    left = program_size
+    while left:
+        chunk = f.read(min(left, 1 << 22))
+        sha.update(chunk)
+        left -= len(chunk)
+    if sha.digest() != digest:
+        raise ArtifactError(
+            message("damaged", path=p, what="SHA-256 mismatch: its bytes changed after export")
+        )
 
 
 @dataclass
@@ -75,7 +135,7 @@ def _run_constant(program: Any, name: str) -> list[Any]:
 
 def open_artifact(path: str | Path, expect: str | None = None) -> OpenedArtifact:
     """Load a ``.pte`` and read its metadata; ``expect`` is "target" or "draft" when known."""
-    p = check_header(path)
+    p = check_artifact(path)
     from executorch.runtime import Runtime
 
     try:

@@ -23,7 +23,15 @@ from typing import Any, ClassVar
 
 from etspec.errors import ArtifactError, MetadataMismatchError
 
-FORMAT_VERSION = 2  # 2: draft_extend per verify width
+FORMAT_VERSION = 3  # 2: draft_extend per verify width; 3: integrity trailer
+
+# Export appends a trailer to the ExecuTorch program: SHA-256 of the program bytes, their
+# length (u64 little-endian), then TRAILER_MAGIC, so the file ends with the magic. Runtimes
+# check it before ExecuTorch parses anything: its loader trusts offsets inside the file and
+# can crash on a damaged one, and a flipped weight byte would otherwise load silently.
+# ExecuTorch ignores bytes after the program it describes.
+TRAILER_MAGIC = b"ETSPSHA1"
+TRAILER_SIZE = 32 + 8 + len(TRAILER_MAGIC)
 
 # Method names of a target program.
 TARGET_PREFILL = "target_prefill"
@@ -72,6 +80,11 @@ MASK_MIN = -1.0e9
 MESSAGES = {
     "no_file": "{path}: no such file",
     "bad_header": "{path}: not an ExecuTorch .pte file (bad header)",
+    "truncated": "{path}: truncated ({size} bytes, its header says {expected}); copy or "
+    "export it again",
+    "no_trailer": "{path}: not an etspec artifact of format version {expected} (no integrity "
+    "trailer); export it with this etspec's `etspec export`",
+    "damaged": "{path}: damaged ({what}); copy or export it again",
     "cannot_load": "{path}: ExecuTorch cannot load this file ({error})",
     "not_etspec": "{path}: not an etspec artifact (no etspec metadata); export it with "
     "`etspec export`",
@@ -320,6 +333,8 @@ def cpp_header() -> str:
         "#include <utility>",
         "namespace etspec::contract {",
         f"inline constexpr int kFormatVersion = {FORMAT_VERSION};",
+        f"inline constexpr char kTrailerMagic[] = {q(TRAILER_MAGIC.decode())};",
+        f"inline constexpr int kTrailerSize = {TRAILER_SIZE};",
         f"inline constexpr float kMaskMin = {MASK_MIN!r}f;",
         *(f"inline constexpr const char* k{k} = {q(v)};" for k, v in names.items()),
         "inline constexpr const char* kKvStrategies[] = {"

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from etspec.artifact import seal
 from etspec.contract import BACKENDS, DTYPES
 from etspec.errors import ExportError, OutputExistsError
 
@@ -63,7 +64,8 @@ def lower(
     desc: str,
     share_cache: bool = True,
 ) -> bytes:
-    """Export every method, lower them together and serialize one program.
+    """Export every method, lower them together and serialize one program, sealed with the
+    integrity trailer.
 
     All wrappers hold the same model, so its cache buffers become mutable buffers shared by
     every method (``share_mutable_buffers``); without that each method silently reads its
@@ -108,7 +110,7 @@ def lower(
             )
         )
         bar.update()
-        return program.buffer
+        return seal(program.buffer)
 
 
 def write_atomically(path: Path, data: bytes) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,3 +91,31 @@ TREE_CONFIG_OF = {"llama_tree": "llama_small_vocab"}
 @pytest.fixture(scope="session")
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Artifacts:
     return Artifacts(tmp_path_factory.mktemp("artifacts"))
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cmake_ok() -> bool:
+    cmake = shutil.which("cmake")
+    if cmake is None or shutil.which("c++") is None:
+        return False
+    out = subprocess.run([cmake, "--version"], capture_output=True, text=True).stdout.split()
+    major, minor = (int(x) for x in out[2].split(".")[:2])
+    return (major, minor) >= (3, 19)
+
+
+@pytest.fixture(scope="session")
+def runner_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not _cmake_ok():
+        pytest.skip("the C++ runner needs CMake >= 3.19 and a C++17 compiler")
+    build = tmp_path_factory.mktemp("cpp")
+    env = {**os.environ, "PYTHON": sys.executable}
+    res = subprocess.run(
+        ["bash", str(ROOT / "runtime/cpp/build.sh"), str(build)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    return build / "etspec_runner"

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,33 +24,6 @@ from test_sampling import (  # noqa: F401 (exact_marginals is a fixture)
 from etspec.errors import EtspecError
 from etspec.runtime.loading import RunnerSpec, load_runners
 from etspec.runtime.speculative.dispatcher import TreeSettings
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _cmake_ok() -> bool:
-    cmake = shutil.which("cmake")
-    if cmake is None or shutil.which("c++") is None:
-        return False
-    out = subprocess.run([cmake, "--version"], capture_output=True, text=True).stdout.split()
-    major, minor = (int(x) for x in out[2].split(".")[:2])
-    return (major, minor) >= (3, 19)
-
-
-@pytest.fixture(scope="session")
-def runner_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not _cmake_ok():
-        pytest.skip("the C++ runner needs CMake >= 3.19 and a C++17 compiler")
-    build = tmp_path_factory.mktemp("cpp")
-    env = {**os.environ, "PYTHON": sys.executable}
-    res = subprocess.run(
-        ["bash", str(ROOT / "runtime/cpp/build.sh"), str(build)],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
-    return build / "etspec_runner"
 
 
 def _run(binary: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,9 @@
 #include "artifact.h"
 
+#include "sha256.h"
+
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
@@ -82,19 +85,72 @@ int64_t narrowest(const std::vector<int64_t>& widths, int64_t rows, const char* 
               " width " + std::to_string(widths.empty() ? 0 : widths.back()));
 }
 
-void check_header(const std::string& path) {
+uint64_t le64(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
+  return v;
+}
+
+// Program bytes (flatbuffer plus segments) the ExecuTorch extended header describes: -1
+// without one. Mirrors etspec/artifact.py's _declared_size.
+int64_t declared_size(const unsigned char* head) {
+  if (std::memcmp(head + 8, "eh00", 4) != 0) return -1;
+  const uint32_t length = head[12] | head[13] << 8 | head[14] << 16 | uint32_t(head[15]) << 24;
+  if (length < 32) return -1;
+  const uint64_t program = le64(head + 16), base = le64(head + 24), segments = le64(head + 32);
+  return static_cast<int64_t>(segments ? base + segments : program);
+}
+
+// The checks of etspec/artifact.py's check_artifact, in its order and with its messages:
+// header, declared sizes, integrity trailer, SHA-256, all before ExecuTorch parses the file.
+void check_artifact(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) throw Error(message("no_file", {{"path", path}}));
   if (!S_ISREG(st.st_mode)) throw Error(path + ": not a file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error(path + ": cannot read");
-  char head[64] = {};
-  f.read(head, sizeof(head));
+  const int64_t size = st.st_size;
+  unsigned char head[64] = {};
+  f.read(reinterpret_cast<char*>(head), sizeof(head));
   // An ExecuTorch program is a flatbuffer with the identifier "ET" + 2 digits at bytes 4..8.
   const bool ok = f.gcount() == sizeof(head) && head[4] == 'E' && head[5] == 'T' &&
-                  std::isdigit(static_cast<unsigned char>(head[6])) &&
-                  std::isdigit(static_cast<unsigned char>(head[7]));
+                  std::isdigit(head[6]) && std::isdigit(head[7]);
   if (!ok) throw Error(message("bad_header", {{"path", path}}));
+  const int64_t trailer_size = contract::kTrailerSize;
+  const int64_t declared = declared_size(head);
+  if (declared >= 0 && size != declared && size < declared + trailer_size) {
+    throw Error(message("truncated", {{"path", path},
+                                      {"size", std::to_string(size)},
+                                      {"expected", std::to_string(declared + trailer_size)}}));
+  }
+  const std::string version = std::to_string(contract::kFormatVersion);
+  if (size < int64_t(sizeof(head)) + trailer_size) {
+    throw Error(message("no_trailer", {{"path", path}, {"expected", version}}));
+  }
+  unsigned char trailer[contract::kTrailerSize];
+  f.seekg(size - trailer_size);
+  f.read(reinterpret_cast<char*>(trailer), trailer_size);
+  if (f.gcount() != trailer_size) throw Error(path + ": cannot read");
+  const size_t magic_size = sizeof(contract::kTrailerMagic) - 1;
+  if (std::memcmp(trailer + 40, contract::kTrailerMagic, magic_size) != 0) {
+    if (declared < 0 || declared == size) {
+      throw Error(message("no_trailer", {{"path", path}, {"expected", version}}));
+    }
+    throw Error(message("damaged", {{"path", path}, {"what", "no integrity trailer at its end"}}));
+  }
+  const uint64_t program_size = le64(trailer + 32);
+  if (program_size != uint64_t(size - trailer_size) ||
+      (declared >= 0 && uint64_t(declared) != program_size)) {
+    throw Error(message("damaged", {{"path", path}, {"what", "its size fields disagree"}}));
+  }
+  Digest digest{};
+  f.clear();
+  f.seekg(0);
+  if (!sha256(f, program_size, digest)) throw Error(path + ": cannot read");
+  if (std::memcmp(digest.data(), trailer, 32) != 0) {
+    throw Error(message("damaged", {{"path", path},
+                                    {"what", "SHA-256 mismatch: its bytes changed after export"}}));
+  }
 }
 
 // The widest method is `base`; narrower ones are `base_<width>` (contract.py's names).
@@ -130,7 +186,7 @@ std::string DraftMetadata::hidden_spec() const {
 }
 
 Program::Program(const std::string& path, const std::string& expect) : path_(path) {
-  check_header(path);
+  check_artifact(path);
   // Shared arenas: every method of the target reads and writes the same KV cache buffers.
   module_ = std::make_unique<Module>(path, Module::LoadMode::File, nullptr, nullptr, nullptr,
                                      /*share_memory_arenas=*/true);
