@@ -45,7 +45,30 @@ def user_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@click.group()
+class _OneLineErrors(click.Group):
+    """Usage errors (bad option values, unknown options) print one ``error:`` line with the
+    fix, like every other user error, instead of click's three-line usage block."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("standalone_mode", None)
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as e:
+            where = f"; see `{e.ctx.command_path} --help`" if e.ctx is not None else ""
+            click.echo(f"error: {e.format_message().rstrip('.')}{where}", err=True)
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            e.show()
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        if isinstance(rv, int) and rv:  # click.exceptions.Exit's code, returned
+            sys.exit(rv)
+        return rv
+
+
+@click.group(cls=_OneLineErrors)
 @click.version_option(package_name="etspec")
 def main() -> None:
     """Lossless speculative decoding on ExecuTorch: export a .pte pair, run it, measure it."""
@@ -347,10 +370,30 @@ def _spec(kw: dict[str, Any]) -> Any:
     )
 
 
+def _read_prompt_file(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise EtspecError(f"{path}: cannot read the prompt file ({e.strerror})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise EtspecError(
+            f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); "
+            "save the prompt as UTF-8"
+        ) from None
+
+
 @main.command()
 @_runner_options
 @click.option("--prompt", default=None, help="Prompt text (needs a tokenizer in the target).")
 @click.option("--prompt-ids", default=None, help="Prompt token ids, e.g. 1,2,3.")
+@click.option(
+    "--prompt-file",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="Prompt text from a UTF-8 file.",
+)
 @click.option(
     "--humaneval",
     "humaneval_task",
@@ -386,9 +429,14 @@ def generate(**kw: Any) -> None:
     from etspec.runtime.loading import load_runners
     from etspec.runtime.sampling import RepetitionPenalty, SamplingConfig
 
-    given = [k for k in ("prompt", "prompt_ids", "humaneval_task") if kw[k] is not None]
+    given = [
+        k for k in ("prompt", "prompt_ids", "prompt_file", "humaneval_task") if kw[k] is not None
+    ]
     if len(given) != 1:
-        raise EtspecError("give exactly one of --prompt TEXT, --prompt-ids 1,2,3 or --humaneval N")
+        raise EtspecError(
+            "give exactly one of --prompt TEXT, --prompt-ids 1,2,3, --prompt-file PATH or "
+            "--humaneval N"
+        )
     sampling = SamplingConfig(kw["temperature"], kw["top_k"], kw["top_p"], kw["seed"])
     sampling.check()
     processors = []
@@ -400,6 +448,8 @@ def generate(**kw: Any) -> None:
         prompt: Any = _humaneval_prompt(kw["humaneval_task"])
     elif kw["prompt"] is not None:
         prompt = kw["prompt"]
+    elif kw["prompt_file"] is not None:
+        prompt = _read_prompt_file(kw["prompt_file"])
     else:
         prompt = _parse_ids(kw["prompt_ids"])
     if kw["compare"] and speculative is None:

@@ -18,7 +18,20 @@ from etspec.errors import EtspecError
 
 
 class SamplingError(EtspecError):
-    """Invalid sampling settings or a logits processor speculation cannot replay."""
+    """Invalid sampling settings, a logits processor speculation cannot replay, or target
+    logits nothing can be sampled from."""
+
+
+def target_probs(sampler: Sampler, logits: torch.Tensor) -> torch.Tensor:
+    """``sampler.probs`` of target logits, refusing rows nothing can be drawn from (NaN, or
+    no finite logit) with a clear error instead of a failure inside ``multinomial``."""
+    probs = sampler.probs(logits)
+    if not bool(torch.isfinite(probs).all()):
+        raise SamplingError(
+            "the target logits hold NaN or a row without a finite value; nothing can be "
+            "sampled from them (the model or its export is broken: check it with etspec validate)"
+        )
+    return probs
 
 
 @dataclass(frozen=True)
@@ -141,4 +154,4 @@ class Sampler:
         logits = self.process(logits, history)
         if self.greedy:
             return int(logits.argmax(-1).reshape(-1)[0])
-        return int(self.draw(self.probs(logits).reshape(1, -1))[0])
+        return int(self.draw(target_probs(self, logits).reshape(1, -1))[0])

@@ -84,6 +84,18 @@ T number(const std::string& flag, const std::string& value) {
   return out;
 }
 
+// Like Python's float(): "nan" and "inf" parse, so the range checks that follow give the
+// same message as the Python runtime rather than a parse error.
+template <>
+double number<double>(const std::string& flag, const std::string& value) {
+  char* end = nullptr;
+  const double out = value.empty() ? 0.0 : std::strtod(value.c_str(), &end);
+  if (value.empty() || end != value.c_str() + value.size()) {
+    throw UsageError(flag + " takes a number, got '" + value + "'");
+  }
+  return out;
+}
+
 std::string ids_json(const std::vector<int64_t>& ids) {
   std::string s = "[";
   for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
@@ -140,9 +152,11 @@ int run(int argc, char** argv) {
   std::unique_ptr<etspec::Shape> shape;
   if (tree == "chain") {
     shape = std::make_unique<etspec::ChainShape>(length);
-  } else if (tree != "static") {
+  } else if (tree == "dynamic" || tree == "auto") {
     throw UsageError("--tree " + tree +
                      " is not supported by the C++ runner yet; use chain or static");
+  } else if (tree != "static") {
+    throw UsageError("unknown --tree '" + tree + "'; choose one of chain, static");
   }
   if (opt.count("--kv")) options.kv_strategy = opt["--kv"];
   if (options.kv_strategy != "position-overwrite" && options.kv_strategy != "scratch-commit") {
@@ -165,6 +179,10 @@ int run(int argc, char** argv) {
   std::unique_ptr<etspec::Program> draft;
   if (speculative) draft = std::make_unique<etspec::Program>(opt["--draft"], "draft");
   etspec::Runner runner(target, draft.get());
+  if (!opt.count("--max-new-tokens")) {  // as `etspec generate`: 128, or what the context holds
+    const int64_t room = target.target.max_context - static_cast<int64_t>(prompt.size());
+    options.max_new_tokens = std::max<int64_t>(1, std::min<int64_t>(128, room));
+  }
   if (tree == "static") {
     // The Python runtime's default static tree: the best-first pruned tree filling the
     // widest verify (at most 15 nodes).

@@ -1,0 +1,220 @@
+"""Property tests (hypothesis) over what a model can hand the runtime: trees grown from
+arbitrary draft scores (ties, -inf, NaN), verification of arbitrary target logits, and the
+KV manager under arbitrary accept/reject sequences against a reference model of the
+committed sequence. No model needed; each example is a few tensor ops."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from test_tree import bfs_trees, brute_ancestors
+
+from etspec.contract import MASK_MIN, TARGET_COMMIT, TargetMetadata
+from etspec.runtime.sampling import Sampler, SamplingConfig, SamplingError
+from etspec.runtime.speculative.dynamic_tree import DynamicTree
+from etspec.runtime.speculative.kv_cache import SpecKVCacheManager
+from etspec.runtime.speculative.shapes import ChainShape
+from etspec.runtime.speculative.static_tree import StaticTree
+from etspec.runtime.speculative.tree import DraftTree, TreeError
+from etspec.runtime.speculative.verifier import Verifier
+
+NEG_INF = -math.inf
+# Few distinct values, so ties are the rule rather than the exception.
+SCORE = st.sampled_from([NEG_INF, -2.0, -1.0, 0.0, 0.0, 1.0, 1.0, 3.0])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _rows(draw, n: int, vocab: int, nan: bool) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    """[n, vocab] logits: a drawn base value per row (ties everywhere) with a few entries
+    overridden, so each example costs a few draws however large the vocabulary."""
+    values = st.one_of(SCORE, st.just(math.nan)) if nan else SCORE
+    entry = st.tuples(st.integers(0, vocab - 1), values)
+    rows = torch.empty(n, vocab)
+    for r in range(n):
+        rows[r] = draw(values)
+        for i, v in draw(st.lists(entry, max_size=6)):
+            rows[r, i] = v
+    return rows
+
+
+class ScriptedExpander:
+    """Draft logits drawn by hypothesis, one fresh row per node expanded."""
+
+    def __init__(self, draw, vocab: int, draft_vocab: int, nan: bool) -> None:  # type: ignore[no-untyped-def]
+        self.draw, self.vd, self.nan = draw, draft_vocab, nan
+        # An injective draft -> target map, as a real d2t is.
+        self.target_ids = torch.arange(draft_vocab) * (vocab // draft_vocab)
+        self.vocab_size = vocab
+        self.calls = 0
+
+    def root(self) -> torch.Tensor:
+        return _rows(self.draw, 1, self.vd, self.nan)[0]
+
+    def expand(self, parents, tokens) -> torch.Tensor:  # type: ignore[no-untyped-def]
+        self.calls += 1
+        return _rows(self.draw, len(parents), self.vd, self.nan)
+
+
+SHAPES = [ChainShape(4), StaticTree.parse("D2xBF2"), StaticTree.parse("N7"), DynamicTree(3, 3, 10)]
+
+
+@SETTINGS
+@given(st.data(), st.sampled_from(SHAPES), st.booleans(), st.integers(1, 5))
+def test_trees_from_arbitrary_draft_scores(data, shape, nan: bool, height: int) -> None:  # type: ignore[no-untyped-def]
+    """A valid tree (distinct sibling tokens, within the budget) or a clear TreeError."""
+    vocab, vd = 24, 6
+    expander = ScriptedExpander(data.draw, vocab, vd, nan)
+    try:
+        proposal = shape.grow(expander, height, Sampler(SamplingConfig()))
+    except TreeError as e:
+        assert str(e) and "\n" not in str(e)
+        assert "NaN" in str(e) or "-inf" in str(e)
+        return
+    tree = DraftTree.build(0, proposal.tokens, proposal.parents)
+    tree.check(vocab_size=vocab)
+    assert tree.size <= shape.cost.max_nodes and tree.max_depth <= height
+    assert set(proposal.tokens) <= set(expander.target_ids.tolist())
+    for node in range(tree.size + 1):
+        kids = [proposal.tokens[c - 1] for c in tree.children(node)]
+        assert len(kids) == len(set(kids)), "siblings must be distinct tokens"
+    padded = tree.padded(tree.capacity + data.draw(st.integers(0, 5)))
+    padded.check(vocab_size=vocab)
+    anc = brute_ancestors(proposal.parents)
+    assert torch.equal(padded.mask[: tree.size + 1, : tree.size + 1], anc)
+
+
+def _logits_for(data, tree: DraftTree, vocab: int, nan: bool) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    logits = _rows(data.draw, tree.capacity + 1, vocab, nan)
+    # Aim some rows at the draft's tokens so that paths get accepted, not only rejected.
+    tokens = tree.tokens.tolist()
+    for child in range(1, tree.size + 1):
+        if data.draw(st.booleans()):
+            logits[int(tree.parents[child]), tokens[child]] = 9.0
+    return logits
+
+
+@SETTINGS
+@given(st.data(), bfs_trees(max_nodes=12), st.booleans())
+def test_greedy_verify_emits_what_target_only_decoding_would(data, spec, nan: bool) -> None:  # type: ignore[no-untyped-def]
+    """Every emitted token is the target-only pick of its row: lossless on any logits."""
+    tokens, parents = spec
+    vocab = 100
+    tree = DraftTree.build(data.draw(st.integers(0, vocab - 1)), tokens, parents)
+    logits = _logits_for(data, tree, vocab, nan)
+    sampler = Sampler(SamplingConfig())
+    verdict = Verifier().verify(tree, logits, sampler, None)
+    path = verdict.nodes
+    assert path[0] == 0 and verdict.row == path[-1]
+    emitted = [int(tree.tokens[n]) for n in path[1:]] + [verdict.next_token]
+    picks = [sampler.pick(logits[n : n + 1]) for n in path]
+    assert emitted == picks
+    for a, b in itertools.pairwise(path):
+        assert int(tree.parents[b]) == a
+    # Not accepting further: no child of the last node carries the target's pick.
+    kids = [int(tree.tokens[c]) for c in tree.children(path[-1])]
+    assert verdict.next_token not in kids
+
+
+@SETTINGS
+@given(st.data(), bfs_trees(max_nodes=12), st.booleans())
+def test_sampling_verify_never_emits_a_token_the_target_cannot(data, spec, nan: bool) -> None:  # type: ignore[no-untyped-def]
+    tokens, parents = spec
+    vocab = 100
+    tree = DraftTree.build(0, tokens, parents)
+    logits = _logits_for(data, tree, vocab, nan)
+    assume(bool(torch.isfinite(logits).any(-1).all()) or nan)
+    cfg = SamplingConfig(
+        temperature=data.draw(st.sampled_from([0.5, 1.0, 2.0])),
+        top_k=data.draw(st.sampled_from([0, 1, 3])),
+        top_p=data.draw(st.sampled_from([0.3, 0.9, 1.0])),
+        seed=data.draw(st.integers(0, 2**16)),
+    )
+    sampler = Sampler(cfg)
+    if bool(torch.isnan(logits).any()) or not bool(torch.isfinite(logits).any(-1).all()):
+        with pytest.raises(SamplingError, match="target logits"):
+            Verifier().verify(tree, logits, sampler, None)
+        return
+    verdict = Verifier().verify(tree, logits, sampler, None)
+    probs = Sampler(cfg).probs(logits)
+    emitted = [int(tree.tokens[n]) for n in verdict.nodes[1:]] + [verdict.next_token]
+    for row, token in zip(verdict.nodes, emitted, strict=True):
+        assert float(probs[row, token]) > 0, (row, token)
+
+
+# --- KV manager against a reference model ---------------------------------------------------
+
+
+def _meta(strategies: str, max_context: int = 40, width: int = 8) -> TargetMetadata:
+    return TargetMetadata(
+        format_version=3, model_family="llama", vocab_size=100, hidden_size=4, num_layers=2,
+        max_context=max_context, cache_size=max_context + width, prefill_chunk=8,
+        verify_width=width, verify_widths=(4, width), hidden_state_point="layer_input",
+        hidden_state_layers=(1,), bos_token_id=1, eos_token_ids=(2,),
+        kv_strategies=strategies, kv_cache_bytes=0, dtype="fp32", backend="xnnpack",
+        tokenizer_sha256="",
+    )  # fmt: skip
+
+
+class SlotCache:
+    """A target whose KV cache is one label per slot: what verify wrote there."""
+
+    def __init__(self, meta: TargetMetadata) -> None:
+        self.metadata = meta
+        self.slots = torch.full((meta.cache_size,), -1, dtype=torch.long)
+        self.commits = 0
+
+    def run(self, method: str, *args: torch.Tensor) -> None:
+        assert method == TARGET_COMMIT
+        src, dst = args
+        self.slots[dst] = self.slots[src].clone()  # gather then scatter, as the .pte does
+        self.commits += 1
+
+
+@SETTINGS
+@given(
+    st.sampled_from(["position-overwrite", "scratch-commit"]),
+    st.lists(st.tuples(bfs_trees(max_nodes=7), st.integers(0, 99), st.integers(0, 3)), max_size=12),
+    st.integers(1, 5),
+)
+def test_kv_manager_keeps_committed_state_under_any_accept_sequence(  # type: ignore[no-untyped-def]
+    strategy: str, steps, prompt: int
+) -> None:
+    meta = _meta("position-overwrite,scratch-commit")
+    cache = SlotCache(meta)
+    committed = list(range(1000, 1000 + prompt))  # labels of the committed sequence
+    cache.slots[:prompt] = torch.tensor(committed)
+    kv = SpecKVCacheManager(cache, strategy, committed=prompt)  # type: ignore[arg-type]
+    for step, ((tokens, parents), pick, pad) in enumerate(steps):
+        tree = DraftTree.build(0, tokens, parents)
+        tree = tree.padded(min(tree.capacity + pad, meta.verify_width - 1))
+        c = kv.committed
+        if c + tree.capacity + 1 > meta.max_context:
+            break
+        method, (_, positions, slots, mask) = kv.verify_inputs(tree)
+        k = slots.numel()
+        assert method == meta.verify_method(k) and k >= tree.capacity + 1
+        # Verify writes every row; nothing committed may be overwritten.
+        assert bool((slots >= c).all())
+        labels = torch.arange(k) + 10_000 * (step + 1)
+        cache.slots[slots] = labels
+        anc = brute_ancestors(parents)
+        for i in range(tree.size + 1):
+            seen = (mask[i] == 0).nonzero().flatten().tolist()
+            want = list(range(c)) + [int(slots[j]) for j in range(tree.size + 1) if anc[i, j]]
+            assert sorted(seen) == sorted(want), (i, seen, want)
+            assert int(positions[i]) == c + int(tree.depth[i])
+            assert cache.slots[:c].tolist() == committed  # what row i reads is the sequence
+        for i in range(tree.size + 1, k):  # padding and spare rows see only themselves
+            assert (mask[i] == 0).nonzero().flatten().tolist() == [int(slots[i])]
+        assert bool((mask[mask != 0] == MASK_MIN).all())
+        node = pick % (tree.size + 1)
+        path = tree.path(node)
+        kv.commit(path)
+        committed += [int(labels[n]) for n in path]
+        assert kv.committed == len(committed)
+        assert cache.slots[: kv.committed].tolist() == committed

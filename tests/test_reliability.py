@@ -1,0 +1,381 @@
+"""Bad input at every entry point, and threads.
+
+One table of bad inputs, tried on the Python API (``TextLLMRunner``/``from_pte``), the CLI
+(``etspec generate``) and the C++ runner wherever the entry point can receive it. Each must
+give a one-line error naming the problem (and the fix), leave a loaded runner producing
+exactly what it produced before, and leave the user's files as they were."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from tiny import write_tokenizer
+
+from etspec.cli import main
+from etspec.contract import TRAILER_SIZE
+from etspec.errors import EtspecError
+from etspec.export.export_draft import DraftExportOptions, export_draft
+from etspec.export.export_target import TargetExportOptions, export_target
+from etspec.runtime.loading import RunnerSpec, load_runners
+from etspec.runtime.runner import GenerationError, TextLLMRunner
+from etspec.runtime.sampling import SamplingConfig
+from etspec.runtime.speculative.dispatcher import TreeSettings
+
+PROMPT = [3, 1, 4, 1, 5, 9, 2, 6, 5]
+CONTEXT = 64  # the small pair's max_context
+EOS = 2
+
+
+@pytest.fixture(scope="module")
+def files(artifacts, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:  # type: ignore[no-untyped-def]
+    """The small pair plus every bad file a user can point the runtime at."""
+    pair = artifacts.small_draft()
+    root = tmp_path_factory.mktemp("bad_files")
+    data = pair.target.pte.read_bytes()
+    out = {"target": pair.target.pte, "draft": pair.pte, "other_draft": artifacts.draft().pte}
+    out["missing"] = root / "missing.pte"
+    out["directory"] = root / "folder.pte"
+    out["directory"].mkdir()
+    out["truncated"] = root / "truncated.pte"
+    out["truncated"].write_bytes(data[: len(data) // 2])
+    flipped = bytearray(data)
+    flipped[len(data) // 3] ^= 0x10
+    out["bit_flipped"] = root / "flipped.pte"
+    out["bit_flipped"].write_bytes(bytes(flipped))
+    out["foreign"] = root / "foreign.pte"  # an ExecuTorch program etspec did not write
+    out["foreign"].write_bytes(data[:-TRAILER_SIZE])
+    out["not_utf8"] = root / "prompt.txt"
+    out["not_utf8"].write_bytes(b"def f():\n    return '\xff\xfe caf\xe9'\n")
+    out.update(_tokenizer_mismatch(pair, root))
+    return out
+
+
+def _tokenizer_mismatch(pair, root: Path) -> dict[str, Path]:  # type: ignore[no-untyped-def]
+    """Two exports of one target that differ only in their tokenizer, and a draft exported
+    against the first: shapes all match, so only the tokenizer hash tells them apart."""
+    out = {}
+    for name, word in (("tok_a", "w"), ("tok_b", "v")):
+        ckpt = root / name
+        shutil.copytree(pair.target.checkpoint, ckpt)
+        write_tokenizer(ckpt, 16)
+        text = (ckpt / "tokenizer.json").read_text().replace('"w', f'"{word}')
+        (ckpt / "tokenizer.json").write_text(text)
+        out[name] = root / f"{name}.pte"
+        opts = TargetExportOptions(backend="portable", max_seq=CONTEXT, prefill_chunk=8)
+        export_target(ckpt, out[name], opts)
+    out["draft_tok_a"] = root / "draft_tok_a.pte"
+    export_draft(
+        pair.checkpoint, out["tok_a"], out["draft_tok_a"], DraftExportOptions(backend="portable")
+    )
+    return out
+
+
+def _snapshot(paths: dict[str, Path]) -> dict[str, str]:
+    return {k: hashlib.sha256(p.read_bytes()).hexdigest() for k, p in paths.items() if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def loaded(files):  # type: ignore[no-untyped-def]
+    spec = RunnerSpec(files["target"], files["draft"], tree=TreeSettings("chain", 3))
+    return load_runners(spec)
+
+
+def _assert_one_line(message: str, *words: str) -> None:
+    assert message and "\n" not in message.strip(), message
+    for w in words:
+        assert w in message, (w, message)
+
+
+# --- the table ------------------------------------------------------------------------------
+# Requests: (name, generate kwargs, words of the message, CLI args, C++ args).
+REQUESTS: list[tuple[str, dict[str, Any], str, list[str] | None, list[str] | None]] = [
+    ("empty prompt", dict(prompt=[]), "empty prompt", ["--prompt-ids", ""], ["--prompt-ids", ""]),
+    (
+        "prompt longer than context",
+        dict(prompt=list(range(16)) * 4),
+        "does not fit the context of 64",
+        ["--prompt-ids", ",".join(["1"] * 70)],
+        ["--prompt-ids", ",".join(["1"] * 70)],
+    ),
+    ("max_new_tokens 0", dict(max_new_tokens=0), "max_new_tokens must be at least 1",
+     ["--max-new-tokens", "0"], ["--max-new-tokens", "0"]),
+    ("max_new_tokens negative", dict(max_new_tokens=-5), "max_new_tokens must be at least 1",
+     ["--max-new-tokens", "-5"], ["--max-new-tokens", "-5"]),
+    ("max_new_tokens beyond context", dict(max_new_tokens=60), "exceeds the context of 64",
+     ["--max-new-tokens", "60"], ["--max-new-tokens", "60"]),
+    ("temperature negative", dict(sampling=SamplingConfig(temperature=-1.0)),
+     "temperature must be a finite number", ["--temperature", "-1"], ["--temperature", "-1"]),
+    ("temperature NaN", dict(sampling=SamplingConfig(temperature=math.nan)),
+     "temperature must be a finite number", ["--temperature", "nan"], ["--temperature", "nan"]),
+    ("top-p 0", dict(sampling=SamplingConfig(1.0, top_p=0.0)), "top-p must be in (0, 1]",
+     ["--temperature", "1", "--top-p", "0"], ["--temperature", "1", "--top-p", "0"]),
+    ("top-p above 1", dict(sampling=SamplingConfig(1.0, top_p=1.5)), "top-p must be in (0, 1]",
+     ["--temperature", "1", "--top-p", "1.5"], ["--temperature", "1", "--top-p", "1.5"]),
+    ("top-p NaN", dict(sampling=SamplingConfig(1.0, top_p=math.nan)), "top-p must be in (0, 1]",
+     ["--temperature", "1", "--top-p", "nan"], ["--temperature", "1", "--top-p", "nan"]),
+    ("top-k negative", dict(sampling=SamplingConfig(1.0, top_k=-2)), "top-k must be",
+     ["--temperature", "1", "--top-k", "-2"], ["--temperature", "1", "--top-k", "-2"]),
+    ("token outside vocabulary", dict(prompt=[1, 99]), "outside the vocabulary [0, 16)",
+     ["--prompt-ids", "1,99"], ["--prompt-ids", "1,99"]),
+    ("negative token id", dict(prompt=[1, -1]), "outside the vocabulary",
+     ["--prompt-ids", "1,-1"], ["--prompt-ids", "1,-1"]),
+    ("text without tokenizer", dict(prompt="hello"), "carries no tokenizer",
+     ["--prompt", "hello"], None),
+    ("batch of two", dict(prompt=[[1, 2], [3, 4]]), "batch size 2 is not supported", None, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "words", "cli", "cpp"), REQUESTS, ids=[r[0] for r in REQUESTS]
+)
+def test_bad_request_python_api(loaded, name: str, kwargs, words: str, cli, cpp) -> None:  # type: ignore[no-untyped-def]
+    for runner in loaded:
+        before = runner.generate(PROMPT, 12).token_ids
+        with pytest.raises(EtspecError) as e:
+            runner.generate(**{"prompt": PROMPT, "max_new_tokens": 8, **kwargs})
+        _assert_one_line(str(e.value), words)
+        assert runner.generate(PROMPT, 12).token_ids == before  # usable, state intact
+
+
+def _cli(*args: Any) -> Any:
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def _cli_error(res: Any, code: int = 1) -> str:
+    assert res.exit_code == code, (res.exit_code, res.output)
+    assert "Traceback" not in res.output and res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+CLI_REQUESTS = [r for r in REQUESTS if r[3] is not None]
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "words", "cli", "cpp"), CLI_REQUESTS, ids=[r[0] for r in CLI_REQUESTS]
+)
+def test_bad_request_cli(files, name: str, kwargs, words: str, cli, cpp) -> None:  # type: ignore[no-untyped-def]
+    before = _snapshot(files)
+    args = ["generate", "--target", files["target"], "--draft", files["draft"], "--tree", "chain"]
+    if "--prompt-ids" not in cli and "--prompt" not in cli:
+        args += ["--prompt-ids", ",".join(map(str, PROMPT))]
+    _assert_one_line(_cli_error(_cli(*args, *cli)), words)
+    assert _snapshot(files) == before
+
+
+CPP_REQUESTS = [r for r in REQUESTS if r[4] is not None]
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "words", "cli", "cpp"), CPP_REQUESTS, ids=[r[0] for r in CPP_REQUESTS]
+)
+def test_bad_request_cpp(files, runner_bin: Path, name: str, kwargs, words: str, cli, cpp) -> None:  # type: ignore[no-untyped-def]
+    args = ["--target", str(files["target"]), "--draft", str(files["draft"]), "--tree", "chain"]
+    if "--prompt-ids" not in cpp:
+        args += ["--prompt-ids", ",".join(map(str, PROMPT))]
+    res = subprocess.run([str(runner_bin), *args, *cpp], capture_output=True, text=True)
+    assert res.returncode in (1, 2) and res.stdout == "", res
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    _assert_one_line(lines[0], words)
+
+
+# Runner settings and files: (name, RunnerSpec fields, words, CLI args, C++ args). "{x}" is
+# files[x].
+LOADS: list[tuple[str, dict[str, Any], str, list[str] | None, list[str] | None]] = [
+    ("unknown tree mode", dict(tree=TreeSettings("bush")), "'bush'",
+     ["--tree", "bush"], ["--tree", "bush"]),
+    ("tree wider than verify", dict(tree=TreeSettings("chain", 9)), "verify width of 10",
+     ["--tree", "chain", "--num-spec-tokens", "9"], ["--tree", "chain", "--num-spec-tokens", "9"]),
+    ("static tree wider than verify", dict(tree=TreeSettings("static", static_tree="N12")),
+     "verify width of 13", ["--tree", "static", "--static-tree", "N12"],
+     ["--tree", "static", "--static-tree", "N12"]),
+    ("unknown KV strategy", dict(kv_strategy="paged"), "paged",
+     ["--kv", "paged"], ["--kv", "paged"]),
+    ("missing target", dict(target="{missing}"), "no such file",
+     ["--target", "{missing}"], ["--target", "{missing}"]),
+    ("target is a folder", dict(target="{directory}"), "not a file",
+     ["--target", "{directory}"], ["--target", "{directory}"]),
+    ("truncated target", dict(target="{truncated}"), "truncated",
+     ["--target", "{truncated}"], ["--target", "{truncated}"]),
+    ("bit-flipped target", dict(target="{bit_flipped}"), "SHA-256 mismatch",
+     ["--target", "{bit_flipped}"], ["--target", "{bit_flipped}"]),
+    ("foreign program", dict(target="{foreign}"), "no integrity trailer",
+     ["--target", "{foreign}"], ["--target", "{foreign}"]),
+    ("draft given as target", dict(target="{draft}"), "but a target was expected",
+     ["--target", "{draft}"], ["--target", "{draft}"]),
+    ("truncated draft", dict(draft="{truncated}"), "truncated",
+     ["--draft", "{truncated}"], ["--draft", "{truncated}"]),
+    ("draft of another target", dict(draft="{other_draft}"), "draft/target mismatch",
+     ["--draft", "{other_draft}"], ["--draft", "{other_draft}"]),
+    ("tokenizer mismatch", dict(target="{tok_b}", draft="{draft_tok_a}"),
+     "exported for a target with tokenizer", ["--target", "{tok_b}", "--draft", "{draft_tok_a}"],
+     ["--target", "{tok_b}", "--draft", "{draft_tok_a}"]),
+]  # fmt: skip
+
+
+def _fill(value: Any, files: dict[str, Path]) -> Any:
+    if isinstance(value, str) and value.startswith("{"):
+        return files[value.strip("{}")]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("name", "fields", "words", "cli", "cpp"), LOADS, ids=[r[0] for r in LOADS]
+)
+def test_bad_settings_and_files_python_api(
+    loaded, files, name: str, fields, words: str, cli, cpp
+) -> None:  # type: ignore[no-untyped-def]
+    before_files = _snapshot(files)
+    before = loaded[1].generate(PROMPT, 12).token_ids
+    spec = RunnerSpec(
+        _fill(fields.get("target"), files) or files["target"],
+        _fill(fields.get("draft"), files) or files["draft"],
+        tree=fields.get("tree", TreeSettings("chain", 3)),
+        kv_strategy=fields.get("kv_strategy", "position-overwrite"),
+    )
+    with pytest.raises(EtspecError) as e:
+        base, speculative = load_runners(spec)
+        # Some settings are checked when the first request meets them.
+        (speculative or base).generate(PROMPT, 8)
+    _assert_one_line(str(e.value), words)
+    assert loaded[1].generate(PROMPT, 12).token_ids == before  # other runners unaffected
+    assert _snapshot(files) == before_files
+
+
+@pytest.mark.parametrize(
+    ("name", "fields", "words", "cli", "cpp"), LOADS, ids=[r[0] for r in LOADS]
+)
+def test_bad_settings_and_files_cli(files, name: str, fields, words: str, cli, cpp) -> None:  # type: ignore[no-untyped-def]
+    before = _snapshot(files)
+    args = {"--target": files["target"], "--draft": files["draft"], "--tree": "chain"}
+    for flag, value in zip(cli[::2], cli[1::2], strict=True):
+        args[flag] = _fill(value, files)
+    flat = [x for kv in args.items() for x in kv]
+    res = _cli("generate", *flat, "--prompt-ids", ",".join(map(str, PROMPT)))
+    code = 2 if name in ("unknown tree mode", "unknown KV strategy") else 1  # usage errors
+    _assert_one_line(_cli_error(res, code), words)
+    assert _snapshot(files) == before
+
+
+@pytest.mark.parametrize(
+    ("name", "fields", "words", "cli", "cpp"), LOADS, ids=[r[0] for r in LOADS]
+)
+def test_bad_settings_and_files_cpp(
+    files, runner_bin: Path, name: str, fields, words: str, cli, cpp
+) -> None:  # type: ignore[no-untyped-def]
+    args = {"--target": files["target"], "--draft": files["draft"], "--tree": "chain"}
+    for flag, value in zip(cpp[::2], cpp[1::2], strict=True):
+        args[flag] = _fill(value, files)
+    flat = [str(x) for kv in args.items() for x in kv]
+    res = subprocess.run(
+        [str(runner_bin), *flat, "--prompt-ids", ",".join(map(str, PROMPT))],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode in (1, 2) and res.stdout == "", res
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    _assert_one_line(lines[0], words)
+
+
+def test_prompt_files_cli(files, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    base = ["generate", "--target", files["target"], "--prompt-file"]
+    line = _cli_error(_cli(*base, files["not_utf8"]))
+    _assert_one_line(line, "not UTF-8 text (byte 0xff at offset 21)", "save the prompt as UTF-8")
+    _assert_one_line(_cli_error(_cli(*base, tmp_path / "none.txt")), "cannot read the prompt")
+    # Valid UTF-8 reaches the tokenizer check: this target has none.
+    (tmp_path / "ok.txt").write_text("w1 w2", encoding="utf-8")
+    _assert_one_line(_cli_error(_cli(*base, tmp_path / "ok.txt")), "carries no tokenizer")
+    res = _cli("generate", "--target", files["tok_a"], "--prompt-file", tmp_path / "ok.txt",
+               "--max-new-tokens", "4", "--json")  # fmt: skip
+    assert res.exit_code == 0, res.output
+
+
+def test_prompt_of_only_special_tokens_is_served_like_any_other(
+    loaded, files, runner_bin: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """BOS/EOS-only prompts are legal input: generated as a fresh runner would, everywhere."""
+    prompt = [1, EOS, EOS, 1]
+    fresh = load_runners(RunnerSpec(files["target"]))[0].generate(prompt, 10, ignore_eos=True)
+    for runner in loaded:
+        got = runner.generate(prompt, 10, ignore_eos=True)
+        assert got.token_ids == fresh.token_ids
+    res = subprocess.run(
+        [str(runner_bin), "--target", str(files["target"]), "--draft", str(files["draft"]),
+         "--tree", "chain", "--prompt-ids", "1,2,2,1", "--max-new-tokens", "10", "--ignore-eos",
+         "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    import json
+
+    assert json.loads(res.stdout)["token_ids"] == fresh.token_ids
+
+
+# --- threads ----------------------------------------------------------------------------------
+
+
+def test_two_runners_in_two_threads_give_the_ids_they_give_alone(files) -> None:  # type: ignore[no-untyped-def]
+    prompts = [PROMPT, [1, 5, 7], [4, 4, 4, 4, 8], [9, 3]]
+    specs = [
+        RunnerSpec(files["target"], files["draft"], tree=TreeSettings("chain", 3)),
+        RunnerSpec(files["target"], files["draft"], tree=TreeSettings("static", 3),
+                   kv_strategy="scratch-commit"),
+    ]  # fmt: skip
+    runners = [load_runners(s)[1] for s in specs]
+    alone = [[r.generate(p, 30, ignore_eos=True).token_ids for p in prompts] for r in runners]
+    results: list[list[list[int]]] = [[], []]
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for _ in range(3):
+                results[i].extend(
+                    runners[i].generate(p, 30, ignore_eos=True).token_ids for p in prompts
+                )
+        except BaseException as e:  # surfaced below, not lost in the thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i in range(2):
+        assert results[i] == alone[i] * 3
+
+
+def test_one_runner_used_from_two_threads_refuses_the_second(loaded) -> None:  # type: ignore[no-untyped-def]
+    runner: TextLLMRunner = loaded[1]
+    before = runner.generate(PROMPT, 20, ignore_eos=True).token_ids
+    inside, release = threading.Event(), threading.Event()
+    out: dict[str, Any] = {}
+
+    def hold(ids: list[int], text: str) -> None:
+        inside.set()
+        release.wait(timeout=30)
+
+    def first() -> None:
+        out["ids"] = runner.generate(PROMPT, 20, ignore_eos=True, callback=hold).token_ids
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert inside.wait(timeout=30)
+    second: Callable[[], Any] = lambda: runner.generate(PROMPT, 4)  # noqa: E731
+    with pytest.raises(GenerationError, match="already generating in another thread"):
+        second()
+    release.set()
+    t.join()
+    assert out["ids"] == before  # the refused call did not disturb the running one
+    assert runner.generate(PROMPT, 20, ignore_eos=True).token_ids == before
