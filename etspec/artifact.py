@@ -127,6 +127,28 @@ class OpenedArtifact:
         return data.numpy().tobytes()
 
 
+def loaded_memory(path: str | Path) -> dict[str, int]:
+    """Resident bytes each step of loading ``path`` adds: the program, then every method in
+    turn (XNNPACK packs its own copy of the weights per method, so this is what the method
+    set costs). Loads a fresh copy of the program; run it in a process of its own for
+    numbers that are not shared with programs loaded before."""
+    from executorch.runtime import Runtime
+
+    from etspec.runtime.stats import current_rss_bytes
+
+    check_artifact(path)
+    out: dict[str, int] = {}
+    before = current_rss_bytes()
+    program = Runtime.get().load_program(Path(path))
+    out["program"] = current_rss_bytes() - before
+    methods = []
+    for name in sorted(program.method_names):
+        before = current_rss_bytes()
+        methods.append(program.load_method(name))  # kept alive: released methods free memory
+        out[name] = current_rss_bytes() - before
+    return out
+
+
 def _run_constant(program: Any, name: str) -> list[Any]:
     if name not in program.method_names:
         raise KeyError(name)

@@ -188,30 +188,56 @@ def export_draft_cmd(
 @main.command()
 @click.argument("pte", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--memory",
+    is_flag=True,
+    help="Also load every method and report the resident memory each one adds.",
+)
 @user_errors
-def inspect(pte: Path, as_json: bool) -> None:
+def inspect(pte: Path, as_json: bool, memory: bool) -> None:
     """Print the methods and etspec metadata of a .pte artifact."""
-    from etspec.artifact import open_artifact
+    from etspec.artifact import loaded_memory, open_artifact
 
     art = open_artifact(pte)
     methods = sorted(art.program.method_names)
     meta = art.metadata.constant_methods()
-    info = {
+    info: dict[str, Any] = {
         "path": str(pte),
         "size_bytes": pte.stat().st_size,
         "methods": methods,
         "metadata": meta,
         "has_tokenizer": art.tokenizer_json() is not None,
     }
+    if memory:
+        del art  # measure a fresh load, not one sharing this one's pages
+        steps = loaded_memory(pte)
+        info["memory"] = {
+            "file_bytes": info["size_bytes"],
+            "kv_cache_bytes": meta["kv_cache_bytes"],
+            "loaded_bytes": sum(steps.values()),
+            "load_steps_bytes": steps,
+        }
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
-    click.echo(f"{pte}  ({info['size_bytes'] / 1e6:.2f} MB, etspec {art.kind})")
+    kind = meta["artifact_kind"]
+    click.echo(f"{pte}  ({info['size_bytes'] / 1e6:.2f} MB, etspec {kind})")
     click.echo("methods: " + ", ".join(m for m in methods if m not in meta))
     click.echo("metadata:")
     for key, value in meta.items():
         click.echo(f"  {key}: {value}")
     click.echo(f"  tokenizer: {'embedded' if info['has_tokenizer'] else 'none'}")
+    if memory:
+        mem = info["memory"]
+        click.echo(
+            f"memory: file {mem['file_bytes'] / 1e6:.1f} MB, KV cache "
+            f"{mem['kv_cache_bytes'] / 1e6:.1f} MB, resident after loading every method "
+            f"{mem['loaded_bytes'] / 1e6:.1f} MB "
+            f"({mem['loaded_bytes'] / mem['file_bytes']:.1f}x the file):"
+        )
+        for name, size in mem["load_steps_bytes"].items():
+            if name not in meta and size > 0:
+                click.echo(f"  {name}: +{size / 1e6:.1f} MB")
 
 
 def _parse_ids(value: str) -> list[int] | list[list[int]]:
@@ -761,6 +787,13 @@ def bench(**kw: Any) -> None:
         if report is not None:  # what --tree auto measured for each candidate (this rank)
             summary[name]["auto_report"] = report()
     click.echo(format_table(summary))
+    # Weights are the .pte sizes; `etspec inspect --memory` shows what loading them costs.
+    memory = next(iter(speculative.values()), base).memory()
+    click.echo(
+        "memory: "
+        + ", ".join(f"{k.removesuffix('_bytes').replace('_', ' ')} {v / 1e6:.1f} MB"
+                    for k, v in memory.items())
+    )  # fmt: skip
     for path in mismatches:
         click.echo(f"output differs from target-only: {path}", err=True)
     if out is not None:
@@ -768,7 +801,12 @@ def bench(**kw: Any) -> None:
             k: (str(v) if isinstance(v, Path) else v) for k, v in kw.items() if k != "force"
         }
         settings["world_size"] = world
-        report = {"manifest": manifest(settings), "summary": summary, "records": records}
+        report = {
+            "manifest": manifest(settings),
+            "summary": summary,
+            "memory": memory,
+            "records": records,
+        }
         write_atomically(out, json.dumps(report, indent=1).encode())
         click.echo(f"wrote {out}")
 

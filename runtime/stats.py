@@ -19,6 +19,15 @@ from typing import Any
 STAGES = ("prefill", "decode", "draft", "tensorize", "verify", "accept", "commit")
 
 
+def current_rss_bytes() -> int:
+    """Resident set size now (Linux /proc); the peak where /proc is absent."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize()
+    except OSError:
+        return peak_rss_bytes()
+
+
 def peak_rss_bytes() -> int:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss if sys.platform == "darwin" else rss * 1024

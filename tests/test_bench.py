@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from etspec.artifact import open_artifact
 from etspec.cli import main
 from etspec.errors import EtspecError
 from etspec.runtime.bench import (
@@ -195,6 +196,11 @@ def test_cli_bench_runs_side_by_side_and_writes_json(artifacts, tmp_path: Path) 
     for s in report["summary"].values():  # the excluded warm-up, timed on its own
         assert s["first_call"]["ttft_ms"] > 0 and s["first_call"]["total_s"] > 0
     assert "| chain |" in res.output
+    memory = report["memory"]  # the memory report: artifact, KV and peak resident bytes
+    assert memory["target_weights_bytes"] == case.pte.stat().st_size
+    assert memory["target_kv_bytes"] == open_artifact(case.pte).metadata.kv_cache_bytes > 0
+    assert memory["peak_rss_bytes"] > memory["target_weights_bytes"]
+    assert "memory: target weights" in res.output
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 1 and "exists; pass --force" in again.output
 
