@@ -38,7 +38,8 @@ class RunnerSpec:
         return self.draft is not None or self.draft_method == "prompt-lookup"
 
 
-def _programs(spec: RunnerSpec) -> tuple[Program, Program | None]:
+def load_programs(spec: RunnerSpec) -> tuple[Program, Program | None]:
+    """The target program and, for an EAGLE-3 draft, the draft program of ``spec``."""
     needs_draft_file = spec.draft_method == "eagle3" and spec.draft is not None
     if spec.reference:
         from etspec.runtime.eager import eager_draft, eager_target
@@ -77,7 +78,7 @@ def _check_method(spec: RunnerSpec) -> None:
 def load_runners(spec: RunnerSpec) -> tuple[TextLLMRunner, TextLLMRunner | None]:
     """(target-only runner, speculative runner or None); both share one target program."""
     _check_method(spec)
-    target, draft = _programs(spec)
+    target, draft = load_programs(spec)
     base = TextLLMRunner(target, reference=spec.reference)
     if not spec.speculative:
         return base, None
@@ -126,7 +127,7 @@ def load_systems(
     _check_method(spec)
     if draft_windows and (spec.draft_method != "eagle3" or spec.draft is None):
         raise EtspecError("draft windows truncate an EAGLE-3 draft's attention; give --draft")
-    target, draft = _programs(spec)
+    target, draft = load_programs(spec)
     base = TextLLMRunner(target, reference=spec.reference)
     if not spec.speculative:
         return base, {}

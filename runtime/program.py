@@ -14,7 +14,13 @@ import torch
 from torch import nn
 
 from etspec.artifact import OpenedArtifact, open_artifact
-from etspec.contract import TOKENIZER_JSON, DraftMetadata, TargetMetadata, check_pair
+from etspec.contract import (
+    DRAFT_D2T,
+    TOKENIZER_JSON,
+    DraftMetadata,
+    TargetMetadata,
+    check_pair,
+)
 from etspec.errors import ArtifactError
 
 
@@ -33,7 +39,9 @@ class Program(Protocol):
 
 
 class PteProgram:
-    """A loaded etspec ``.pte``; methods are loaded lazily and kept."""
+    """A loaded etspec ``.pte``. Every program method is loaded (and XNNPACK packs its
+    weights) at load time, so a runner's resident memory is set before its first request
+    rather than growing by a method's weight copy whenever a request first needs it."""
 
     def __init__(self, artifact: OpenedArtifact) -> None:
         self.artifact = artifact
@@ -42,7 +50,11 @@ class PteProgram:
 
     @classmethod
     def load(cls, path: str | Path, expect: str | None = None) -> PteProgram:
-        return cls(open_artifact(path, expect))
+        program = cls(open_artifact(path, expect))
+        constants = {*program.metadata.constant_methods(), TOKENIZER_JSON, DRAFT_D2T}
+        for name in sorted(program.method_names() - constants):
+            program._method(name)
+        return program
 
     @property
     def path(self) -> Path:

@@ -397,3 +397,26 @@ def test_one_runner_used_from_two_threads_refuses_the_second(loaded) -> None:  #
     t.join()
     assert out["ids"] == before  # the refused call did not disturb the running one
     assert runner.generate(PROMPT, 20, ignore_eos=True).token_ids == before
+
+
+# --- soak (the full run is scripts/soak.py on the bundled pair) ------------------------------
+
+
+def test_soak_script_on_a_tiny_pair(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from soak import MODES, soak
+
+    pair = artifacts.tree_draft()
+    out = tmp_path / "soak.json"
+    args = ["--target", pair.target.pte, "--draft", pair.pte, "--requests", "18",
+            "--max-new-tokens", "8", "--warmup", "2", "--fresh-checks", "3",
+            "--json", out]  # fmt: skip
+    res = CliRunner().invoke(soak, [str(a) for a in args])
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    assert report["requests"] == 18 and report["generated_tokens"] == 18 * 8
+    assert set(report["modes"]) == {m for m, *_ in MODES} and min(report["modes"].values()) >= 2
+    assert len(report["rss_bytes"]) == 18 and report["fresh_checks"] == 3
+    assert not (report["repeat_mismatches"] or report["greedy_mismatches"])
+    assert not report["fresh_mismatches"]
