@@ -420,3 +420,22 @@ def test_soak_script_on_a_tiny_pair(artifacts, tmp_path: Path) -> None:  # type:
     assert len(report["rss_bytes"]) == 18 and report["fresh_checks"] == 3
     assert not (report["repeat_mismatches"] or report["greedy_mismatches"])
     assert not report["fresh_mismatches"]
+
+
+@pytest.mark.slow
+def test_soak_200_requests_keep_memory_flat_and_outputs_fresh(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The full soak on the tiny tree pair: 200 requests, 12,800 tokens, one loaded pair."""
+    import json
+
+    from soak import soak
+
+    pair = artifacts.tree_draft()
+    out = tmp_path / "soak.json"
+    args = ["--target", pair.target.pte, "--draft", pair.pte, "--json", out]
+    res = CliRunner().invoke(soak, [str(a) for a in args])
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    assert report["requests"] == 200 and report["generated_tokens"] == 200 * 64
+    # Growth over the 180 steady requests stays under 1% of the resident set.
+    growth = report["rss_slope_bytes_per_request"] * (report["requests"] - 20)
+    assert growth < 0.01 * report["rss_after_warmup_bytes"], report
