@@ -22,18 +22,6 @@ class SamplingError(EtspecError):
     logits nothing can be sampled from."""
 
 
-def target_probs(sampler: Sampler, logits: torch.Tensor) -> torch.Tensor:
-    """``sampler.probs`` of target logits, refusing rows nothing can be drawn from (NaN, or
-    no finite logit) with a clear error instead of a failure inside ``multinomial``."""
-    probs = sampler.probs(logits)
-    if not bool(torch.isfinite(probs).all()):
-        raise SamplingError(
-            "the target logits hold NaN or a row without a finite value; nothing can be "
-            "sampled from them (the model or its export is broken: check it with etspec validate)"
-        )
-    return probs
-
-
 @dataclass(frozen=True)
 class SamplingConfig:
     """``temperature == 0`` is greedy (argmax); otherwise sample after top-k then top-p."""
@@ -142,6 +130,18 @@ class Sampler:
             probs = probs / probs.sum(-1, keepdim=True)
         return probs
 
+    def target_probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """``probs`` of target logits, refusing rows nothing can be drawn from (NaN, or no
+        finite logit) with a clear error instead of a failure inside ``multinomial``."""
+        probs = self.probs(logits)
+        if not bool(torch.isfinite(probs).all()):
+            raise SamplingError(
+                "the target logits hold NaN or a row without a finite value; nothing can be "
+                "sampled from them (the model or its export is broken: check it with "
+                "etspec validate)"
+            )
+        return probs
+
     def draw(self, probs: torch.Tensor) -> torch.Tensor:
         """One token per row of ``probs`` [Q, V] -> [Q]."""
         return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
@@ -154,4 +154,4 @@ class Sampler:
         logits = self.process(logits, history)
         if self.greedy:
             return int(logits.argmax(-1).reshape(-1)[0])
-        return int(self.draw(target_probs(self, logits).reshape(1, -1))[0])
+        return int(self.draw(self.target_probs(logits).reshape(1, -1))[0])

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from etspec.runtime.sampling import Sampler, target_probs
+from etspec.runtime.sampling import Sampler
 from etspec.runtime.speculative.tree import DraftTree
 
 
@@ -50,7 +50,7 @@ class Verifier:
         logits = sampler.process(logits, history)
         if sampler.greedy:
             return self._greedy(tree, logits)
-        return self._sample(tree, target_probs(sampler, logits), draft_probs, sampler)
+        return self._sample(tree, sampler.target_probs(logits), draft_probs, sampler)
 
     def _greedy(self, tree: DraftTree, logits: torch.Tensor) -> Verdict:
         best = logits.argmax(-1).tolist()  # the only host sync of a greedy step
