@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from etspec.errors import ArtifactError, MetadataMismatchError
 
-FORMAT_VERSION = 3  # 2: draft_extend per verify width; 3: integrity trailer
+FORMAT_VERSION = 4  # 2: draft_extend per verify width; 3: integrity trailer; 4: layer types
 
 # Export appends a trailer to the ExecuTorch program: SHA-256 of the program bytes, their
 # length (u64 little-endian), then TRAILER_MAGIC, so the file ends with the magic. Runtimes
@@ -199,6 +199,8 @@ class TargetMetadata(_Metadata):
     vocab_size: int
     hidden_size: int
     num_layers: int
+    layer_types: str  # "full" or "sliding" per layer, comma-separated
+    sliding_window: int  # keys a sliding layer sees, its own included; 0: no sliding layers
     max_context: int
     cache_size: int
     prefill_chunk: int

@@ -21,9 +21,9 @@ from etspec.export.lowering import (
     quantize,
     write_atomically,
 )
-from etspec.models.checkpoint import read_tokenizer_json
-from etspec.models.llama import LlamaTarget
+from etspec.models.checkpoint import read_config, read_tokenizer_json
 from etspec.models.methods import target_methods
+from etspec.models.target import TargetModel, load_target
 
 
 @dataclass(frozen=True)
@@ -55,27 +55,25 @@ class TargetExportOptions:
             )
 
 
-def build_target(checkpoint: str | Path, opts: TargetExportOptions) -> LlamaTarget:
+def build_target(checkpoint: str | Path, opts: TargetExportOptions) -> TargetModel:
     """The exportable torch module for ``checkpoint`` (also what the eager reference runs)."""
-    from etspec.models.checkpoint import read_config
-    from etspec.models.config import DecoderConfig
-
-    cfg = DecoderConfig.from_hf(read_config(checkpoint))
-    cfg.check_context(opts.max_seq)
-    layers = opts.hidden_layers or default_eagle3_layers(cfg.num_layers)
+    num_layers = int(read_config(checkpoint).get("num_hidden_layers", 0))
+    layers = opts.hidden_layers or default_eagle3_layers(num_layers)
     spec = HiddenStateSpec("layer_input", tuple(layers))
-    if any(not 0 <= i <= cfg.num_layers for i in layers):
+    if any(not 0 <= i <= num_layers for i in layers):
         raise ExportError(
-            f"--hidden-layers {list(layers)} outside [0, {cfg.num_layers}] for a "
-            f"{cfg.num_layers}-layer model"
+            f"--hidden-layers {list(layers)} outside [0, {num_layers}] for a "
+            f"{num_layers}-layer model"
         )
     # Scratch holds one verify window: speculative entries (scratch-commit) and pad rows.
     scratch = max(opts.verify_width, opts.prefill_chunk)
-    return LlamaTarget.from_checkpoint(checkpoint, opts.max_seq, scratch, spec)
+    model = load_target(checkpoint, opts.max_seq, scratch, spec)
+    model.check_shapes(opts.verify_width)
+    return model
 
 
 def target_metadata(
-    model: LlamaTarget, opts: TargetExportOptions, tokenizer: bytes | None
+    model: TargetModel, opts: TargetExportOptions, tokenizer: bytes | None
 ) -> TargetMetadata:
     return model.metadata(
         prefill_chunk=opts.prefill_chunk,

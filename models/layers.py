@@ -14,27 +14,44 @@ from etspec.models.rope import apply_rope
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float) -> None:
+    """RMS norm over the last dimension; ``scale=False`` is the weightless variant."""
+
+    def __init__(self, dim: int, eps: float, scale: bool = True) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
+        self.weight = nn.Parameter(torch.ones(dim)) if scale else None
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # A 4-D mean over (2, 3) stays inside the XNNPACK delegate; mean(-1) falls out.
         x4 = x.reshape(1, -1, 1, x.shape[-1])
         var = x4.pow(2).mean((2, 3), keepdim=True)
-        return self.weight * (x4 * torch.rsqrt(var + self.eps)).reshape(x.shape)
+        out = (x4 * torch.rsqrt(var + self.eps)).reshape(x.shape)
+        return out if self.weight is None else self.weight * out
+
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GELU, tanh approximation (``gelu_pytorch_tanh``), spelled out.
+
+    XNNPACK lowers ``F.gelu(x, approximate="tanh")`` to its exact erf GELU (measured with
+    executorch 1.5.1: 4.7e-4 off on [-6, 6]); written out it stays in the delegate, 1e-6 off.
+    """
+    return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
 
 
 class MLP(nn.Module):
-    def __init__(self, hidden: int, intermediate: int, bias: bool = False) -> None:
+    """Gated MLP: ``down(act(gate(x)) * up(x))``; SiLU (Llama) or GELU-tanh (Gemma)."""
+
+    def __init__(
+        self, hidden: int, intermediate: int, bias: bool = False, gelu: bool = False
+    ) -> None:
         super().__init__()
         self.gate_proj = nn.Linear(hidden, intermediate, bias=bias)
         self.up_proj = nn.Linear(hidden, intermediate, bias=bias)
         self.down_proj = nn.Linear(intermediate, hidden, bias=bias)
+        self.act = gelu_tanh if gelu else F.silu
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
 
 
 class KVCache(nn.Module):
@@ -50,8 +67,10 @@ class KVCache(nn.Module):
         self.register_buffer("v", torch.zeros(kv_heads, cache_size, head_dim), persistent=False)
 
     def write(self, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        self.k[:, slots] = k
-        self.v[:, slots] = v
+        # Not ``self.k[:, slots] = k``: that squeezes the values' leading size-1 dims, and
+        # with one KV head ExecuTorch's in-place index_put then refuses the shapes.
+        torch.ops.aten.index_put_.default(self.k, [None, slots], k)
+        torch.ops.aten.index_put_.default(self.v, [None, slots], v)
 
     def move(self, src: torch.Tensor, dst: torch.Tensor) -> None:
         """Copy entries at ``src`` slots to ``dst`` slots (gather first, so overlaps are safe)."""
@@ -110,18 +129,40 @@ class Attention(nn.Module):
         k = apply_rope(k, cos, sin)
         # Write first, then attend: a query sees its own entry through the mask like any other.
         self.cache.write(slots, k, v)
-        # Query head i uses KV head i // n_rep (HF repeat_kv); grouping queries per KV head
-        # avoids materializing a repeated copy of the whole cache. bmm, not matmul: matmul
-        # decomposes to expand_copy, which XNNPACK leaves outside the delegate, so every
-        # call copied the whole cache twice per layer (measured: decode 8.9 -> 4.1 ms).
-        n_rep = hq // hkv
-        qg = q.reshape(hkv, n_rep * q_len, d)
-        scores = torch.bmm(qg, self.cache.k.transpose(1, 2)) * (d**-0.5)
-        scores = scores.view(hkv, n_rep, q_len, -1) + mask
-        probs = torch.softmax(scores, dim=-1).view(hkv, n_rep * q_len, -1)
-        out = torch.bmm(probs, self.cache.v)
-        out = out.view(hq, q_len, d).transpose(0, 1).reshape(q_len, hq * d)
-        return self.o_proj(out)
+        return self.o_proj(attend(q, self.cache, mask, d**-0.5))
+
+
+def attend(q: torch.Tensor, cache: KVCache, mask: torch.Tensor, scale: float) -> torch.Tensor:
+    """Attention of queries ``q`` [heads, Q, D] over a whole cache -> [Q, heads * D].
+
+    Query head i uses KV head i // n_rep (HF repeat_kv); grouping queries per KV head avoids
+    materializing a repeated copy of the whole cache. bmm, not matmul: matmul decomposes to
+    expand_copy, which XNNPACK leaves outside the delegate, so every call copied the whole
+    cache twice per layer (measured: decode 8.9 -> 4.1 ms).
+    """
+    hq, q_len, d = q.shape
+    hkv = cache.k.shape[0]
+    n_rep = hq // hkv
+    qg = q.reshape(hkv, n_rep * q_len, d)
+    scores = torch.bmm(qg, cache.k.transpose(1, 2)) * scale
+    scores = scores.view(hkv, n_rep, q_len, -1) + mask
+    probs = torch.softmax(scores, dim=-1).view(hkv, n_rep * q_len, -1)
+    out = torch.bmm(probs, cache.v)
+    return out.view(hq, q_len, d).transpose(0, 1).reshape(q_len, hq * d)
+
+
+def window_mask(positions: torch.Tensor, cache_size: int, window: int, fill: float) -> torch.Tensor:
+    """Additive band hiding cache slots at or below ``position - window`` from each query.
+
+    Added to a layer's mask in sliding-window layers. It reads the slot index as the key's
+    position, which holds for committed slots (slot == position) and errs only towards
+    "visible" for speculative rows (their slots lie at or above the root position, or in
+    scratch past the context), which are within ``window`` of the query whenever the tree
+    is shallower than the window; export checks that (verify width <= window).
+    """
+    slots = torch.arange(cache_size)
+    inside = slots[None, :] > positions[:, None] - window
+    return torch.where(inside, torch.zeros((), dtype=torch.float32), torch.full((), fill))
 
 
 def causal_mask(positions: torch.Tensor, cache_size: int, fill: float) -> torch.Tensor:

@@ -7,18 +7,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from etspec.contract import (
-    FORMAT_VERSION,
-    KV_STRATEGIES,
-    HiddenStateSpec,
-    TargetMetadata,
-    default_eagle3_layers,
-)
-from etspec.errors import CheckpointError
+from etspec.contract import HiddenStateSpec
 from etspec.models.checkpoint import load_state_dict, read_config
 from etspec.models.config import DecoderConfig
-from etspec.models.layers import MLP, Attention, RMSNorm, kv_cache_bytes
+from etspec.models.layers import MLP, Attention, RMSNorm
 from etspec.models.rope import rope_tables
+from etspec.models.target import TargetModel, load_weights
 
 
 class DecoderLayer(nn.Module):
@@ -43,13 +37,8 @@ class DecoderLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
-class LlamaTarget(nn.Module):
-    """The target decoder over a static KV cache of ``cache_size`` slots.
-
-    ``cache_size = max_context + scratch``: slots ``[0, max_context)`` hold committed
-    positions (slot == position); the tail is scratch space for speculative entries
-    (scratch-commit KV) and for padded rows, which therefore never touch a committed slot.
-    """
+class LlamaTarget(TargetModel):
+    """The Llama-family target decoder over a static KV cache of ``cache_size`` slots."""
 
     def __init__(
         self,
@@ -58,14 +47,8 @@ class LlamaTarget(nn.Module):
         scratch: int,
         hidden_spec: HiddenStateSpec | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(cfg.num_layers, max_context, scratch, hidden_spec)
         self.cfg = cfg
-        self.max_context = max_context
-        self.cache_size = max_context + scratch
-        self.hidden_spec = hidden_spec or HiddenStateSpec(
-            "layer_input", default_eagle3_layers(cfg.num_layers)
-        )
-        self.hidden_spec.check(cfg.num_layers)
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.layers = nn.ModuleList(
             DecoderLayer(cfg, self.cache_size) for _ in range(cfg.num_layers)
@@ -78,10 +61,6 @@ class LlamaTarget(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
 
-    @property
-    def hidden_width(self) -> int:
-        return self.cfg.hidden_size * len(self.hidden_spec.layers)
-
     def body(
         self,
         tokens: torch.Tensor,
@@ -89,7 +68,6 @@ class LlamaTarget(nn.Module):
         slots: torch.Tensor,
         mask: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run all layers; returns (final normed state [Q, H], tapped states [Q, T*H])."""
         x = self.embed_tokens(tokens)
         cos = self.rope_cos[positions]
         sin = self.rope_sin[positions]
@@ -106,39 +84,6 @@ class LlamaTarget(nn.Module):
     def caches(self) -> list[nn.Module]:
         return [layer.self_attn.cache for layer in self.layers]
 
-    def metadata(
-        self,
-        *,
-        prefill_chunk: int,
-        verify_widths: tuple[int, ...],
-        dtype: str,
-        backend: str,
-        tokenizer_sha256: str,
-    ) -> TargetMetadata:
-        """The artifact metadata of this model compiled with the given static shapes."""
-        cfg = self.cfg
-        return TargetMetadata(
-            format_version=FORMAT_VERSION,
-            model_family=cfg.model_type,
-            vocab_size=cfg.vocab_size,
-            hidden_size=cfg.hidden_size,
-            num_layers=cfg.num_layers,
-            max_context=self.max_context,
-            cache_size=self.cache_size,
-            prefill_chunk=prefill_chunk,
-            verify_width=max(verify_widths),
-            verify_widths=tuple(sorted(set(verify_widths))),
-            hidden_state_point=self.hidden_spec.point,
-            hidden_state_layers=self.hidden_spec.layers,
-            bos_token_id=-1 if cfg.bos_token_id is None else int(cfg.bos_token_id),
-            eos_token_ids=cfg.eos_token_ids,
-            kv_strategies=",".join(KV_STRATEGIES),
-            kv_cache_bytes=kv_cache_bytes(self.caches()),
-            dtype=dtype,
-            backend=backend,
-            tokenizer_sha256=tokenizer_sha256,
-        )
-
     @classmethod
     def from_checkpoint(
         cls,
@@ -148,30 +93,7 @@ class LlamaTarget(nn.Module):
         hidden_spec: HiddenStateSpec | None = None,
     ) -> LlamaTarget:
         cfg = DecoderConfig.from_hf(read_config(path))
+        cfg.check_context(max_context)
         model = cls(cfg, max_context, scratch, hidden_spec)
-        state = load_state_dict(path)
-        # HF causal-LM checkpoints nest the decoder under "model."; lm_head sits at top level.
-        renamed = {
-            (k[len("model.") :] if k.startswith("model.") else k): v for k, v in state.items()
-        }
-        if cfg.tie_word_embeddings:
-            renamed.pop("lm_head.weight", None)
-        expected = {
-            k for k in model.state_dict() if not (cfg.tie_word_embeddings and k == "lm_head.weight")
-        }
-        missing = sorted(expected - renamed.keys())
-        if missing:
-            raise CheckpointError(
-                f"{path}: checkpoint lacks {len(missing)} weights the config needs, "
-                f"e.g. {missing[0]!r}"
-            )
-        unexpected = sorted(k for k in renamed.keys() - expected if "rotary_emb" not in k)
-        if unexpected:
-            raise CheckpointError(
-                f"{path}: checkpoint has weights this config does not use, e.g. {unexpected[0]!r}"
-            )
-        with torch.no_grad():
-            for name, tensor in model.state_dict().items():
-                if name in renamed:
-                    tensor.copy_(renamed[name].to(tensor.dtype))
+        load_weights(model, load_state_dict(path), path, tied=cfg.tie_word_embeddings)
         return model.eval()

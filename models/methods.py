@@ -25,7 +25,7 @@ from etspec.contract import (
 )
 from etspec.models.eagle3 import Eagle3Draft
 from etspec.models.layers import causal_mask
-from etspec.models.llama import LlamaTarget
+from etspec.models.target import TargetModel
 
 Example = tuple[torch.Tensor, ...]
 
@@ -38,27 +38,27 @@ class TargetPrefill(nn.Module):
     write only slots that are rewritten before they become visible).
     """
 
-    def __init__(self, model: LlamaTarget) -> None:
+    def __init__(self, model: TargetModel) -> None:
         super().__init__()
         self.model = model
 
     def forward(self, tokens, positions, last):  # type: ignore[no-untyped-def]
         mask = causal_mask(positions, self.model.cache_size, MASK_MIN)
         h, hidden = self.model.body(tokens, positions, positions, mask)
-        return self.model.lm_head(h.index_select(0, last)), hidden
+        return self.model.logits(h.index_select(0, last)), hidden
 
 
 class TargetDecode(nn.Module):
     """``(token[1], position[1]) -> (logits[1, V], hidden[1, T*H])``; writes slot == position."""
 
-    def __init__(self, model: LlamaTarget) -> None:
+    def __init__(self, model: TargetModel) -> None:
         super().__init__()
         self.model = model
 
     def forward(self, token, position):  # type: ignore[no-untyped-def]
         mask = causal_mask(position, self.model.cache_size, MASK_MIN)
         h, hidden = self.model.body(token, position, position, mask)
-        return self.model.lm_head(h), hidden
+        return self.model.logits(h), hidden
 
 
 class TargetVerify(nn.Module):
@@ -69,13 +69,13 @@ class TargetVerify(nn.Module):
     (committed prefix + its ancestors + itself). A chain is a path-shaped tree.
     """
 
-    def __init__(self, model: LlamaTarget) -> None:
+    def __init__(self, model: TargetModel) -> None:
         super().__init__()
         self.model = model
 
     def forward(self, tokens, positions, slots, mask):  # type: ignore[no-untyped-def]
         h, hidden = self.model.body(tokens, positions, slots, mask)
-        return self.model.lm_head(h), hidden
+        return self.model.logits(h), hidden
 
 
 class CacheCommit(nn.Module):
@@ -110,7 +110,7 @@ class CacheReset(nn.Module):
 
 
 def target_methods(
-    model: LlamaTarget, prefill_chunk: int, verify_widths: tuple[int, ...]
+    model: TargetModel, prefill_chunk: int, verify_widths: tuple[int, ...]
 ) -> dict[str, tuple[nn.Module, Example]]:
     """Method name -> (wrapper, example inputs with the compiled static shapes).
 

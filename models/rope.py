@@ -14,7 +14,7 @@ import torch
 
 from etspec.errors import UnsupportedModelError
 
-SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "proportional")
 
 
 @dataclass(frozen=True)
@@ -25,13 +25,19 @@ class RopeConfig:
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
     original_max_position_embeddings: int = 8192
+    partial_rotary_factor: float = 1.0  # "proportional": the rotated share of head_dim
 
     @classmethod
     def from_hf(cls, config: dict[str, Any]) -> RopeConfig:
         # transformers >= 5 writes "rope_parameters" (theta inside); older configs write
         # "rope_theta" and an optional "rope_scaling".
         params = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
-        theta = float(params.get("rope_theta", config.get("rope_theta", 10000.0)))
+        return cls.from_params(params, float(config.get("rope_theta", 10000.0)))
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any], default_theta: float) -> RopeConfig:
+        """From one ``rope_parameters`` entry (Gemma keeps one per attention layer type)."""
+        theta = float(params.get("rope_theta", default_theta))
         rope_type = params.get("rope_type", params.get("type", "default"))
         if rope_type not in SUPPORTED_ROPE_TYPES:
             raise UnsupportedModelError(
@@ -47,6 +53,7 @@ class RopeConfig:
             original_max_position_embeddings=int(
                 params.get("original_max_position_embeddings", 8192)
             ),
+            partial_rotary_factor=float(params.get("partial_rotary_factor", 1.0)),
         )
 
 
@@ -56,6 +63,15 @@ def inv_freq(rope: RopeConfig, head_dim: int) -> torch.Tensor:
     )
     if rope.rope_type == "linear":
         return base / rope.factor
+    if rope.rope_type == "proportional":
+        # Gemma 4 full attention: only the first share of frequencies rotates; the rest get
+        # frequency 0 (cos 1, sin 0), so the head keeps its full size with a no-op tail.
+        rotated = int(rope.partial_rotary_factor * head_dim // 2)
+        freqs = torch.zeros(head_dim // 2)
+        freqs[:rotated] = 1.0 / (
+            rope.theta ** (torch.arange(0, 2 * rotated, 2, dtype=torch.int64).float() / head_dim)
+        )
+        return freqs / rope.factor
     if rope.rope_type == "llama3":
         low_wavelen = rope.original_max_position_embeddings / rope.low_freq_factor
         high_wavelen = rope.original_max_position_embeddings / rope.high_freq_factor

@@ -15,8 +15,8 @@ from etspec.contract import DRAFT_D2T, TOKENIZER_JSON, HiddenStateSpec, TargetMe
 from etspec.errors import EtspecError
 from etspec.models.checkpoint import read_tokenizer_json
 from etspec.models.eagle3 import Eagle3Draft
-from etspec.models.llama import LlamaTarget
 from etspec.models.methods import draft_methods, target_methods
+from etspec.models.target import TargetModel, load_target
 from etspec.runtime.program import EagerProgram
 
 
@@ -54,7 +54,8 @@ def eager_target(
     dev = resolve_device(device)
     spec = HiddenStateSpec("layer_input", tuple(hidden_layers)) if hidden_layers else None
     scratch = max(verify_width, prefill_chunk)
-    model = LlamaTarget.from_checkpoint(checkpoint, max_seq, scratch, spec)
+    model = load_target(checkpoint, max_seq, scratch, spec)
+    model.check_shapes(verify_width)
     tokenizer = read_tokenizer_json(checkpoint)
     meta = model.metadata(
         prefill_chunk=prefill_chunk,
@@ -83,7 +84,7 @@ def eager_draft(
     meta_t = target.metadata
     assert isinstance(meta_t, TargetMetadata)
     embedding = None
-    if isinstance(target.model, LlamaTarget):
+    if isinstance(target.model, TargetModel):
         embedding = target.model.embed_tokens.weight.detach().cpu()
     scratch = max(scratch, meta_t.verify_width, meta_t.prefill_chunk)
     model = Eagle3Draft.from_checkpoint(checkpoint, meta_t.max_context, scratch, embedding)

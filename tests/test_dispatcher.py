@@ -155,6 +155,7 @@ def test_auto_candidates_follow_the_artifact() -> None:
 
     meta = TargetMetadata(
         format_version=1, model_family="llama", vocab_size=10, hidden_size=4, num_layers=4,
+        layer_types="full", sliding_window=0,
         max_context=64, cache_size=80, prefill_chunk=8, verify_width=16, verify_widths=(4, 16),
         hidden_state_point="layer_input", hidden_state_layers=(1,), bos_token_id=1,
         eos_token_ids=(2,), kv_strategies="position-overwrite", kv_cache_bytes=0, dtype="fp32",

@@ -152,6 +152,7 @@ def test_sampling_verify_never_emits_a_token_the_target_cannot(data, spec, nan: 
 def _meta(strategies: str, max_context: int = 40, width: int = 8) -> TargetMetadata:
     return TargetMetadata(
         format_version=3, model_family="llama", vocab_size=100, hidden_size=4, num_layers=2,
+        layer_types="full", sliding_window=0,
         max_context=max_context, cache_size=max_context + width, prefill_chunk=8,
         verify_width=width, verify_widths=(4, width), hidden_state_point="layer_input",
         hidden_state_layers=(1,), bos_token_id=1, eos_token_ids=(2,),

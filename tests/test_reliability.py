@@ -158,6 +158,15 @@ def _cli_error(res: Any, code: int = 1) -> str:
     return lines[0]
 
 
+def _cpp_error(binary: Path, *args: Any) -> str:
+    """The C++ runner's single ``error:`` line for ``args`` (exit 1, or 2 for usage)."""
+    res = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True)
+    assert res.returncode in (1, 2) and res.stdout == "", res
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
 CLI_REQUESTS = [r for r in REQUESTS if r[3] is not None]
 
 
@@ -183,11 +192,7 @@ def test_bad_request_cpp(files, runner_bin: Path, name: str, kwargs, words: str,
     args = ["--target", str(files["target"]), "--draft", str(files["draft"]), "--tree", "chain"]
     if "--prompt-ids" not in cpp:
         args += ["--prompt-ids", ",".join(map(str, PROMPT))]
-    res = subprocess.run([str(runner_bin), *args, *cpp], capture_output=True, text=True)
-    assert res.returncode in (1, 2) and res.stdout == "", res
-    lines = res.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    _assert_one_line(lines[0], words)
+    _assert_one_line(_cpp_error(runner_bin, *args, *cpp), words)
 
 
 # Runner settings and files: (name, RunnerSpec fields, words, CLI args, C++ args). "{x}" is
@@ -277,16 +282,9 @@ def test_bad_settings_and_files_cpp(
     args = {"--target": files["target"], "--draft": files["draft"], "--tree": "chain"}
     for flag, value in zip(cpp[::2], cpp[1::2], strict=True):
         args[flag] = _fill(value, files)
-    flat = [str(x) for kv in args.items() for x in kv]
-    res = subprocess.run(
-        [str(runner_bin), *flat, "--prompt-ids", ",".join(map(str, PROMPT))],
-        capture_output=True,
-        text=True,
-    )
-    assert res.returncode in (1, 2) and res.stdout == "", res
-    lines = res.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    _assert_one_line(lines[0], words)
+    flat = [x for kv in args.items() for x in kv]
+    prompt = ",".join(map(str, PROMPT))
+    _assert_one_line(_cpp_error(runner_bin, *flat, "--prompt-ids", prompt), words)
 
 
 def test_prompt_files_cli(files, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

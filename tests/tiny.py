@@ -12,6 +12,8 @@ from safetensors.torch import save_file
 
 from etspec.export.export_target import TargetExportOptions
 
+SLIDING, FULL = "sliding_attention", "full_attention"
+
 # Larger init than HF's 0.02 so greedy argmax margins are far above float32 round-off.
 _INIT = 0.1
 
@@ -71,6 +73,65 @@ TARGET_CONFIGS: dict[str, dict[str, Any]] = {
         num_key_value_heads=2,
         max_position_embeddings=512,
     ),
+    # Gemma 3: sliding and full layers with their own RoPE (linear scaling on full layers
+    # only), query_pre_attn_scalar; a 12-token window that prompts plus generations cross.
+    "gemma3_sliding": dict(
+        model_type="gemma3_text",
+        vocab_size=32,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=5,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        query_pre_attn_scalar=24,
+        sliding_window=12,
+        layer_types=[SLIDING, SLIDING, FULL, SLIDING, SLIDING],
+        rope_scaling={"rope_type": "linear", "factor": 4.0},
+        rope_theta=5000.0,
+        rope_local_base_freq=100.0,
+        max_position_embeddings=512,
+    ),
+    # Gemma 4: KV-shared layers (3 reads 2, 4 reads 1), per-layer input embeddings, full
+    # layers with their own head size and proportional RoPE, double-wide shared MLPs.
+    "gemma4_shared_ple": dict(
+        model_type="gemma4_text",
+        vocab_size=32,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=5,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        global_head_dim=32,
+        sliding_window=12,
+        layer_types=[SLIDING, FULL, SLIDING, SLIDING, FULL],
+        hidden_size_per_layer_input=8,
+        vocab_size_per_layer_input=32,
+        num_kv_shared_layers=2,
+        use_double_wide_mlp=True,
+        max_position_embeddings=512,
+    ),
+    # Gemma 4: values from the key projection on full layers (one global KV head), final
+    # logit softcapping, no per-layer inputs.
+    "gemma4_k_eq_v": dict(
+        model_type="gemma4_text",
+        vocab_size=64,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        global_head_dim=32,
+        num_global_key_value_heads=1,
+        attention_k_eq_v=True,
+        sliding_window=12,
+        layer_types=[SLIDING, FULL, SLIDING, FULL],
+        hidden_size_per_layer_input=0,
+        final_logit_softcapping=3.0,
+        max_position_embeddings=512,
+    ),
 }
 
 EXPORT_OPTIONS: dict[str, TargetExportOptions] = {
@@ -97,7 +158,19 @@ EXPORT_OPTIONS: dict[str, TargetExportOptions] = {
         verify_width=72,
         narrow_verify_widths=(16,),
     ),
+    # Verify widths up to the window: trees of up to 8 rows straddle the window boundary.
+    "gemma3_sliding": TargetExportOptions(
+        backend="xnnpack", max_seq=96, prefill_chunk=8, verify_width=12, narrow_verify_widths=(4,)
+    ),
+    "gemma4_shared_ple": TargetExportOptions(
+        backend="portable", max_seq=96, prefill_chunk=8, verify_width=8
+    ),
+    "gemma4_k_eq_v": TargetExportOptions(
+        backend="portable", max_seq=96, prefill_chunk=8, verify_width=8
+    ),
 }
+
+GEMMA = ("gemma3_sliding", "gemma4_shared_ple", "gemma4_k_eq_v")
 
 
 def hf_config(name: str, **overrides: Any) -> Any:
@@ -116,6 +189,16 @@ def make_hf_target(
     torch.manual_seed(seed)
     cfg = hf_config(config or name, **overrides)
     model = AutoModelForCausalLM.from_config(cfg).float().eval()
+    if cfg.model_type.startswith("gemma"):
+        # HF initializes every norm weight alike (Gemma 3: 0, as it scales by 1 + w; Gemma 4:
+        # 1) and layer scalars to 1: random values make a loader that drops one visible.
+        with torch.no_grad():
+            for key, p in model.named_parameters():
+                if key.endswith("norm.weight"):
+                    p.add_(torch.randn_like(p) * 0.3)
+            for key, b in model.named_buffers():
+                if key.endswith("layer_scalar"):
+                    b.uniform_(0.5, 1.5)
     model.save_pretrained(out)
     return model
 
