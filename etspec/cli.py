@@ -227,6 +227,8 @@ def inspect(pte: Path, as_json: bool, memory: bool) -> None:
     for key, value in meta.items():
         click.echo(f"  {key}: {value}")
     click.echo(f"  tokenizer: {'embedded' if info['has_tokenizer'] else 'none'}")
+    if kind == "target":
+        click.echo(_layer_summary(meta))
     if memory:
         mem = info["memory"]
         click.echo(
@@ -238,6 +240,19 @@ def inspect(pte: Path, as_json: bool, memory: bool) -> None:
         for name, size in mem["load_steps_bytes"].items():
             if name not in meta and size > 0:
                 click.echo(f"  {name}: +{size / 1e6:.1f} MB")
+
+
+def _layer_summary(meta: dict[str, Any]) -> str:
+    """``layers: 5 (3 sliding-window of 12 keys, 2 full attention); KV cache ...``."""
+    types = str(meta["layer_types"]).split(",")
+    sliding = types.count("sliding")
+    kinds = f"{len(types) - sliding} full attention"
+    if sliding:
+        kinds = f"{sliding} sliding-window of {meta['sliding_window']} keys, {kinds}"
+    return (
+        f"layers: {len(types)} ({kinds}); KV cache {meta['kv_cache_bytes'] / 1e6:.2f} MB for "
+        f"{meta['cache_size']} slots"
+    )
 
 
 def _parse_ids(value: str) -> list[int] | list[list[int]]:

@@ -23,7 +23,7 @@ from etspec.export.lowering import (
 )
 from etspec.models.checkpoint import read_config, read_tokenizer_json
 from etspec.models.methods import target_methods
-from etspec.models.target import TargetModel, load_target
+from etspec.models.target import TargetModel, target_family
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,9 @@ class TargetExportOptions:
 
 def build_target(checkpoint: str | Path, opts: TargetExportOptions) -> TargetModel:
     """The exportable torch module for ``checkpoint`` (also what the eager reference runs)."""
-    num_layers = int(read_config(checkpoint).get("num_hidden_layers", 0))
+    config = read_config(checkpoint)
+    build = target_family(config)
+    num_layers = int(config.get("num_hidden_layers", 0))
     layers = opts.hidden_layers or default_eagle3_layers(num_layers)
     spec = HiddenStateSpec("layer_input", tuple(layers))
     if any(not 0 <= i <= num_layers for i in layers):
@@ -67,7 +69,7 @@ def build_target(checkpoint: str | Path, opts: TargetExportOptions) -> TargetMod
         )
     # Scratch holds one verify window: speculative entries (scratch-commit) and pad rows.
     scratch = max(opts.verify_width, opts.prefill_chunk)
-    model = load_target(checkpoint, opts.max_seq, scratch, spec)
+    model = build(checkpoint, opts.max_seq, scratch, spec)
     model.check_shapes(opts.verify_width)
     return model
 

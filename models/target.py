@@ -179,6 +179,18 @@ def supported_model_types() -> tuple[str, ...]:
     return tuple(_families())
 
 
+def target_family(config: dict[str, Any]) -> Callable[..., TargetModel]:
+    """The loader of a checkpoint's ``model_type``; a one-line error naming the supported."""
+    model_type = config.get("model_type")
+    families = _families()
+    build = families.get(_REFUSED_BY_FAMILY.get(model_type, model_type))  # type: ignore[arg-type]
+    if build is None:
+        raise UnsupportedModelError(
+            f"model_type {model_type!r} is not supported; supported: {', '.join(families)}"
+        )
+    return build
+
+
 def load_target(
     path: str | Path,
     max_context: int,
@@ -186,11 +198,4 @@ def load_target(
     hidden_spec: HiddenStateSpec | None = None,
 ) -> TargetModel:
     """The target model of the local HF checkpoint ``path``, by its ``model_type``."""
-    model_type = read_config(path).get("model_type")
-    families = _families()
-    build = families.get(_REFUSED_BY_FAMILY.get(model_type, model_type))  # type: ignore[arg-type]
-    if build is None:
-        raise UnsupportedModelError(
-            f"model_type {model_type!r} is not supported; supported: {', '.join(families)}"
-        )
-    return build(path, max_context, scratch, hidden_spec)
+    return target_family(read_config(path))(path, max_context, scratch, hidden_spec)

@@ -10,7 +10,7 @@ draft=checkpoints/etspec-code-14m-eagle3
 mkdir -p "$work"
 # The cache is keyed by the checkpoints and the code that builds the artifacts: a change to
 # either re-exports.
-stamp=$(cat "$target/model.safetensors" "$draft/model.safetensors" models/*.py export/*.py |
+stamp=$(cat "$target/model.safetensors" "$draft/model.safetensors" models/*.py export/*.py etspec/contract.py |
     sha256sum | cut -c1-16)
 stamp="$stamp-$(python3 -c 'import importlib.metadata as m; print(m.version("etspec"))')"
 if [ "$(cat "$work/stamp" 2>/dev/null)" != "$stamp" ] ||

@@ -79,6 +79,11 @@ class Artifacts:
         """The 16-token target and its EAGLE-3 draft: mixed accept/reject, frequent EOS."""
         return self._pair("llama_small_vocab", "eagle3_small", SMALL_VOCAB_DRAFT, step_width=1)
 
+    def gemma_draft(self, target: str) -> DraftCase:
+        """An EAGLE-3 draft of a Gemma test target (24 of its 32 tokens), step width 4."""
+        spec = Eagle3Spec(target_vocab=32, draft_vocab=24, aux_layer_ids=None, intermediate=64)
+        return self._pair(target, f"eagle3_{target}", spec, step_width=4)
+
     def tree_draft(self) -> DraftCase:
         """The 16-token pair compiled for trees: verify widths 16 and 72, draft step width 4."""
         return self._pair("llama_tree", "eagle3_tree", SMALL_VOCAB_DRAFT, step_width=4)
