@@ -160,13 +160,13 @@ def window_mask(positions: torch.Tensor, cache_size: int, window: int, fill: flo
     scratch past the context), which are within ``window`` of the query whenever the tree
     is shallower than the window; export checks that (verify width <= window).
     """
-    slots = torch.arange(cache_size)
+    slots = torch.arange(cache_size, device=positions.device)
     inside = slots[None, :] > positions[:, None] - window
     return torch.where(inside, torch.zeros((), dtype=torch.float32), torch.full((), fill))
 
 
 def causal_mask(positions: torch.Tensor, cache_size: int, fill: float) -> torch.Tensor:
     """Additive mask letting the query at position p see cache slots 0..p (slot == position)."""
-    slots = torch.arange(cache_size)
+    slots = torch.arange(cache_size, device=positions.device)
     visible = slots[None, :] <= positions[:, None]
     return torch.where(visible, torch.zeros((), dtype=torch.float32), torch.full((), fill))

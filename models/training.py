@@ -17,10 +17,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from etspec.contract import MASK_MIN
 from etspec.models.eagle3 import Eagle3Draft
-from etspec.models.layers import Attention
+from etspec.models.layers import Attention, causal_mask
 from etspec.models.llama import LlamaTarget
 from etspec.models.rope import apply_rope
+from etspec.models.target import TargetModel
 
 
 def _qkv(
@@ -43,12 +45,16 @@ def _merge(attn: Attention, out: torch.Tensor) -> torch.Tensor:
     return attn.o_proj(out.transpose(1, 2).reshape(b, t, -1))
 
 
-def target_forward(model: LlamaTarget, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def target_forward(model: TargetModel, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Causal forward of ``tokens`` [B, T] from position 0.
 
     Returns logits [B, T, V] and the tapped hidden states [B, T, taps * H] in the order of
-    ``model.hidden_spec`` (what ``target_prefill`` returns row by row).
+    ``model.hidden_spec`` (what ``target_prefill`` returns row by row). Llama runs batched;
+    other families (the target is frozen while a draft trains) run each sequence through
+    their exported ``body`` over the model's own cache, in fp32.
     """
+    if not isinstance(model, LlamaTarget):
+        return _forward_through_body(model, tokens)
     t = tokens.shape[1]
     cos, sin = model.rope_cos[:t], model.rope_sin[:t]
     x = model.embed_tokens(tokens)
@@ -64,6 +70,25 @@ def target_forward(model: LlamaTarget, tokens: torch.Tensor) -> tuple[torch.Tens
     taps[len(model.layers)] = x
     hidden = torch.cat([taps[i] for i in model.hidden_spec.layers], dim=-1)
     return model.lm_head(model.norm(x)), hidden
+
+
+@torch.no_grad()
+def _forward_through_body(
+    model: TargetModel, tokens: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    t = tokens.shape[1]
+    if t > model.cache_size:
+        raise ValueError(f"{t} tokens exceed the model's {model.cache_size} cache slots")
+    positions = torch.arange(t, device=tokens.device)
+    mask = causal_mask(positions, model.cache_size, MASK_MIN)
+    logits, hidden = [], []
+    # The caches are fp32 buffers: writes under autocast would mix dtypes.
+    with torch.autocast(tokens.device.type, enabled=False):
+        for row in tokens:
+            h, taps = model.body(row, positions, positions, mask)
+            logits.append(model.logits(h))
+            hidden.append(taps)
+    return torch.stack(logits), torch.stack(hidden)
 
 
 def draft_ttt_forward(

@@ -37,7 +37,7 @@ from train_state import autocast, load_state, save_state
 from etspec.contract import default_eagle3_layers
 from etspec.models.checkpoint import read_config
 from etspec.models.eagle3 import Eagle3Config, Eagle3Draft
-from etspec.models.llama import LlamaTarget
+from etspec.models.target import TargetModel, load_target
 from etspec.models.training import draft_ttt_forward, target_forward
 
 STEP_DECAY = 0.8
@@ -71,24 +71,28 @@ class TTTObjective(nn.Module):
 
 
 def build_draft(
-    target_dir: Path, target: LlamaTarget, used: torch.Tensor, max_context: int, seed: int
+    target_dir: Path, target: TargetModel, used: torch.Tensor, max_context: int, seed: int
 ) -> tuple[Eagle3Draft, dict]:  # type: ignore[type-arg]
     tc = target.cfg
     layers = list(default_eagle3_layers(tc.num_layers))
     hf = read_config(target_dir)
+    heads = int(hf["num_attention_heads"])
+    # A Llama-style head for every family (as SpecForge trains for Gemma targets); Gemma's
+    # per-layer-type RoPE and softcaps are the target's business, not the draft's.
+    gemma = "gemma" in str(hf.get("model_type"))
     config = {
         "architectures": ["LlamaForCausalLMEagle3"],
         "model_type": "llama",
         "hidden_size": tc.hidden_size,
-        "intermediate_size": tc.intermediate_size,
-        "num_attention_heads": tc.num_heads,
-        "num_key_value_heads": tc.num_kv_heads,
-        "head_dim": tc.head_dim,
+        "intermediate_size": int(hf["intermediate_size"]),
+        "num_attention_heads": heads,
+        "num_key_value_heads": int(hf.get("num_key_value_heads") or heads),
+        "head_dim": tc.hidden_size // heads if gemma else tc.head_dim,
         "num_hidden_layers": 1,
         "hidden_act": "silu",
         "rms_norm_eps": tc.rms_norm_eps,
-        "rope_theta": hf.get("rope_theta", 10000.0),
-        "rope_scaling": hf.get("rope_scaling"),
+        "rope_theta": 10000.0 if gemma else hf.get("rope_theta", 10000.0),
+        "rope_scaling": None if gemma else hf.get("rope_scaling"),
         "max_position_embeddings": tc.max_position_embeddings,
         "vocab_size": tc.vocab_size,
         "draft_vocab_size": len(used),
@@ -123,7 +127,7 @@ def batch_at(stream: np.ndarray, seq_len: int, batch: int, key: list[int]) -> to
 @torch.no_grad()
 def evaluate(
     objective: TTTObjective,
-    target: LlamaTarget,
+    target: TargetModel,
     stream: np.ndarray,
     seq_len: int,
     device: str,
@@ -214,7 +218,7 @@ def main(
     if len(train) <= seq_len or len(held) <= seq_len:
         raise click.UsageError(f"{root} holds too little source for --seq-len {seq_len}")
 
-    target = LlamaTarget.from_checkpoint(target_dir, max_context=seq_len, scratch=0)
+    target = load_target(target_dir, max_context=seq_len, scratch=0)
     target.to(device).eval().requires_grad_(False)
     vocab = target.cfg.vocab_size
     if train.max() >= vocab:
