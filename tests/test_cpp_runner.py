@@ -54,12 +54,21 @@ MODES = [
 ]
 
 
-@pytest.mark.parametrize("pair", ["small", "step4"])
+PAIRS = {
+    "small": lambda a: a.small_draft(),
+    "step4": lambda a: a.draft(),
+    # Sliding-window targets (12-token window) with KV-shared layers and per-layer inputs.
+    "gemma3": lambda a: a.gemma_draft("gemma3_sliding"),
+    "gemma4": lambda a: a.gemma_draft("gemma4_shared_ple"),
+}
+
+
+@pytest.mark.parametrize("pair", list(PAIRS))
 @pytest.mark.parametrize(("tree", "kv"), MODES)
 def test_greedy_ids_and_stats_equal_python(  # type: ignore[no-untyped-def]
     artifacts, runner_bin: Path, pair: str, tree: str, kv: str
 ) -> None:
-    case = artifacts.small_draft() if pair == "small" else artifacts.draft()
+    case = PAIRS[pair](artifacts)
     vocab = case.target.hf.config.vocab_size
     draft = None if tree == "target-only" else case.pte
     for i, prompt in enumerate(random_prompts(4, vocab, 20, seed=21)):
