@@ -116,6 +116,16 @@ _force = click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exis
     default=None,
     help="Comma-separated layers whose inputs are exported (default: 2,L//2,L-3).",
 )
+@click.option(
+    "--assistant",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A Gemma 4 assistant checkpoint to export into the target (it reads its caches); "
+    "generate with --draft-method gemma4-assistant.",
+)
+@click.option(
+    "--assistant-step-width", default=4, show_default=True, help="Rows of one assistant call."
+)
 @_force
 @user_errors
 def export_target_cmd(
@@ -127,6 +137,8 @@ def export_target_cmd(
     prefill_chunk: int,
     verify_width: str,
     hidden_layers: str | None,
+    assistant: Path | None,
+    assistant_step_width: int,
     force: bool,
 ) -> None:
     """Export a Hugging Face target checkpoint folder to a target .pte."""
@@ -140,6 +152,8 @@ def export_target_cmd(
         verify_width=max(_widths(verify_width)),
         narrow_verify_widths=_widths(verify_width),
         hidden_layers=_parse_layers(hidden_layers),
+        assistant=assistant,
+        assistant_step_width=assistant_step_width,
     )
     meta = export_target(checkpoint_dir, output, opts, force=force)
     click.echo(f"wrote {output} ({meta.model_family}, {meta.num_layers} layers, {backend}/{dtype})")
@@ -281,10 +295,12 @@ def _runner_options(fn: F) -> F:
         ),
         click.option(
             "--draft-method",
-            type=click.Choice(["eagle3", "prompt-lookup"]),
+            type=click.Choice(["eagle3", "prompt-lookup", "gemma4-assistant"]),
             default="eagle3",
             show_default=True,
-            help="prompt-lookup drafts by n-gram lookup and needs no --draft.",
+            help="prompt-lookup drafts by n-gram lookup and needs no --draft; "
+            "gemma4-assistant drafts with the assistant exported into the target "
+            "(with --reference, --draft is the assistant's checkpoint folder).",
         ),
         click.option(
             "--tree",

@@ -9,9 +9,9 @@ header, which the runner's build generates from this file rather than keeping a 
 
 Hidden-state descriptor: ``hidden_state_point`` says where in the target the states are
 tapped, ``hidden_state_layers`` which layers, in the order they are concatenated in the
-``hidden`` output of every target method. The only point today is ``layer_input``: the
-residual stream entering decoder layer ``i``; ``i == num_layers`` is the final pre-norm state
-(what MTP-style drafters read).
+``hidden`` output of every target method. ``layer_input``: the residual stream entering
+decoder layer ``i``; ``i == num_layers`` is the final pre-norm state. ``final_norm`` (layers
+``(num_layers,)``): the final state after the output norm, what Gemma 4's assistant reads.
 """
 
 from __future__ import annotations
@@ -47,6 +47,11 @@ def verify_method_name(width: int, widest: int) -> str:
     return TARGET_VERIFY if width == widest else f"{TARGET_VERIFY}_{width}"
 
 
+# A drafter exported into the target program (it reads the target's caches): one drafting
+# call, ``(tokens[W], states[W, Hb], position[1]) -> (logits[W, V], states_out[W, Hb])``.
+ASSISTANT_STEP = "assistant_step"
+ASSISTANT_METHODS = ("gemma4_assistant",)
+
 # Method names of an EAGLE-3 draft program.
 DRAFT_PREFILL = "draft_prefill"
 DRAFT_EXTEND = "draft_extend"
@@ -66,7 +71,7 @@ def extend_method_name(width: int, widest: int) -> str:
 TOKENIZER_JSON = "tokenizer_json"
 
 KV_STRATEGIES = ("position-overwrite", "scratch-commit")
-HIDDEN_POINTS = ("layer_input",)
+HIDDEN_POINTS = ("layer_input", "final_norm")
 BACKENDS = ("xnnpack", "portable")
 DTYPES = ("fp32", "8da4w")
 
@@ -128,6 +133,11 @@ class HiddenStateSpec:
         if self.point not in HIDDEN_POINTS:
             raise ArtifactError(
                 f"unknown hidden-state point {self.point!r}; supported: {', '.join(HIDDEN_POINTS)}"
+            )
+        if self.point == "final_norm" and self.layers != (num_layers,):
+            raise ArtifactError(
+                f"hidden-state point final_norm has layers ({num_layers},) for a "
+                f"{num_layers}-layer target, not {list(self.layers)}"
             )
         bad = [i for i in self.layers if not 0 <= i <= num_layers]
         if bad or not self.layers:
@@ -215,6 +225,8 @@ class TargetMetadata(_Metadata):
     dtype: str
     backend: str
     tokenizer_sha256: str
+    assistant: str  # a drafter inside this program (``ASSISTANT_METHODS``), or ""
+    assistant_step_width: int  # rows of ``assistant_step``; 0 without an assistant
 
     @property
     def hidden_state_width(self) -> int:
@@ -327,6 +339,7 @@ def cpp_header() -> str:
         "DRAFT_COMMIT": DRAFT_COMMIT,
         "DRAFT_RESET": DRAFT_RESET,
         "DRAFT_D2T": DRAFT_D2T,
+        "ASSISTANT_STEP": ASSISTANT_STEP,
         "TOKENIZER_JSON": TOKENIZER_JSON,
     }
     out = [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from etspec.artifact import sha256_hex
@@ -22,6 +22,7 @@ from etspec.export.lowering import (
     write_atomically,
 )
 from etspec.models.checkpoint import read_config, read_tokenizer_json
+from etspec.models.gemma4_assistant import Gemma4Assistant, assistant_hidden_spec
 from etspec.models.methods import target_methods
 from etspec.models.target import TargetModel, target_family
 
@@ -37,6 +38,10 @@ class TargetExportOptions:
     verify_width: int = 8  # the widest verify method
     narrow_verify_widths: tuple[int, ...] = ()  # more verify methods, for small trees
     hidden_layers: tuple[int, ...] | None = None  # default: EAGLE-3's (2, L//2, L-3)
+    # A Gemma 4 assistant checkpoint exported into the target (it reads the target's caches);
+    # the target then exports its final normed state as ``hidden``.
+    assistant: Path | None = None
+    assistant_step_width: int = 4  # rows of one assistant call (one tree level per call)
 
     @property
     def verify_widths(self) -> tuple[int, ...]:
@@ -62,6 +67,10 @@ def build_target(checkpoint: str | Path, opts: TargetExportOptions) -> TargetMod
     num_layers = int(config.get("num_hidden_layers", 0))
     layers = opts.hidden_layers or default_eagle3_layers(num_layers)
     spec = HiddenStateSpec("layer_input", tuple(layers))
+    if opts.assistant is not None:
+        if opts.hidden_layers:
+            raise ExportError("--assistant exports the final normed state; drop --hidden-layers")
+        spec = assistant_hidden_spec(num_layers)
     if any(not 0 <= i <= num_layers for i in layers):
         raise ExportError(
             f"--hidden-layers {list(layers)} outside [0, {num_layers}] for a "
@@ -74,15 +83,29 @@ def build_target(checkpoint: str | Path, opts: TargetExportOptions) -> TargetMod
     return model
 
 
+def build_assistant(model: TargetModel, opts: TargetExportOptions) -> Gemma4Assistant | None:
+    """The assistant drafter of ``opts`` over ``model``'s caches, if one was asked for."""
+    if opts.assistant is None:
+        return None
+    if opts.assistant_step_width < 1:
+        raise ExportError("--assistant-step-width must be at least 1")
+    return Gemma4Assistant.from_checkpoint(opts.assistant, model)
+
+
 def target_metadata(
     model: TargetModel, opts: TargetExportOptions, tokenizer: bytes | None
 ) -> TargetMetadata:
-    return model.metadata(
+    meta = model.metadata(
         prefill_chunk=opts.prefill_chunk,
         verify_widths=opts.verify_widths,
         dtype=opts.dtype,
         backend=opts.backend,
         tokenizer_sha256=sha256_hex(tokenizer),
+    )
+    if opts.assistant is None:
+        return meta
+    return replace(
+        meta, assistant="gemma4_assistant", assistant_step_width=opts.assistant_step_width
     )
 
 
@@ -97,14 +120,20 @@ def export_target(
     opts.check()
     out = check_output(output, force)
     model = build_target(checkpoint, opts)
+    assistant = build_assistant(model, opts)
     tokenizer = read_tokenizer_json(checkpoint)
     meta = target_metadata(model, opts, tokenizer)
     quantize(model, opts.dtype)
+    if assistant is not None:
+        quantize(assistant, opts.dtype)
     constants = meta.constant_methods()
     if tokenizer is not None:
         constants[TOKENIZER_JSON] = as_uint8(tokenizer)
+    methods = target_methods(
+        model, opts.prefill_chunk, opts.verify_widths, assistant, opts.assistant_step_width
+    )
     data = lower(
-        target_methods(model, opts.prefill_chunk, opts.verify_widths),
+        methods,
         constants,
         opts.backend,
         desc=f"export target -> {out.name}",

@@ -155,6 +155,12 @@ class GemmaTarget(TargetModel):
     def sliding_window(self) -> int:
         return self.cfg.sliding_window
 
+    def kv_sources(self) -> dict[str, int]:
+        """The last cache-owning layer of each type: what an assistant drafter reads."""
+        return {
+            layer.type_name: i for i, layer in enumerate(self.cfg.layers) if layer.kv_source == i
+        }
+
     def check_shapes(self, verify_width: int) -> None:
         self.cfg.check_context(self.max_context, verify_width)
 
@@ -204,8 +210,8 @@ class GemmaTarget(TargetModel):
                 None if per_layer is None else per_layer[:, i],
             )
         taps[len(self.layers)] = x
-        hidden = torch.cat([taps[i] for i in self.hidden_spec.layers], dim=-1)
-        return self.norm(x), hidden
+        normed = self.norm(x)
+        return normed, self.hidden_output(taps, normed)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         logits = self.lm_head(h)

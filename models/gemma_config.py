@@ -67,7 +67,9 @@ class GemmaConfig:
         return tuple(layer.type_name for layer in self.layers)
 
     @classmethod
-    def from_hf(cls, config: dict[str, Any]) -> GemmaConfig:
+    def from_hf(cls, config: dict[str, Any], external_kv: bool = False) -> GemmaConfig:
+        """``external_kv``: every layer reads KV it does not own (an assistant drafter's
+        layers read the target's); ``kv_source`` is then -1."""
         model_type = config.get("model_type")
         if model_type in _MULTIMODAL:
             towers = [k for k in ("vision_config", "audio_config") if config.get(k)]
@@ -108,8 +110,8 @@ class GemmaConfig:
         layers = []
         for i, t in enumerate(types):
             over = per_layer.get(i, {})
-            source = i
-            if i >= first_shared:
+            source = -1 if external_kv else i
+            if i >= first_shared and not external_kv:
                 earlier = [j for j in range(first_shared) if types[j] == t]
                 if not earlier:
                     raise UnsupportedModelError(
@@ -128,7 +130,7 @@ class GemmaConfig:
                 )
             )
         for i, layer in enumerate(layers):
-            src = layers[layer.kv_source]
+            src = layers[layer.kv_source] if layer.kv_source >= 0 else layer
             if (layer.head_dim, layer.num_kv_heads) != (src.head_dim, src.num_kv_heads):
                 raise UnsupportedModelError(
                     f"per_layer_config: KV-shared layer {i} and its source layer "

@@ -78,8 +78,8 @@ class LlamaTarget(TargetModel):
                 taps[i] = x
             x = layer(x, cos, sin, slots, mask)
         taps[len(self.layers)] = x
-        hidden = torch.cat([taps[i] for i in self.hidden_spec.layers], dim=-1)
-        return self.norm(x), hidden
+        normed = self.norm(x)
+        return normed, self.hidden_output(taps, normed)
 
     def caches(self) -> list[nn.Module]:
         return [layer.self_attn.cache for layer in self.layers]

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from etspec.contract import (
+    ASSISTANT_STEP,
     DRAFT_COMMIT,
     DRAFT_PREFILL,
     DRAFT_RESET,
@@ -109,15 +110,41 @@ class CacheReset(nn.Module):
         return torch.zeros(1)
 
 
+class AssistantStep(nn.Module):
+    """``(tokens[W], states[W, Hb], position[1]) -> (logits[W, V], states_out[W, Hb])``:
+    one drafting call of an assistant that reads the target's committed caches (slots below
+    ``position``) and writes nothing. Exported into the target program for that sharing."""
+
+    def __init__(self, model: TargetModel, assistant: nn.Module) -> None:
+        super().__init__()
+        # ``model``, as in every target wrapper: methods share a cache buffer by its name.
+        self.model = model
+        self.assistant = assistant
+
+    def forward(self, tokens, states, position):  # type: ignore[no-untyped-def]
+        return self.assistant.step(self.model, tokens, states, position)
+
+
 def target_methods(
-    model: TargetModel, prefill_chunk: int, verify_widths: tuple[int, ...]
+    model: TargetModel,
+    prefill_chunk: int,
+    verify_widths: tuple[int, ...],
+    assistant: nn.Module | None = None,
+    assistant_step_width: int = 0,
 ) -> dict[str, tuple[nn.Module, Example]]:
     """Method name -> (wrapper, example inputs with the compiled static shapes).
 
     One verify method per width: verify cost grows with width, so a small tree runs the
     narrowest method that holds it (the widest is ``target_verify``, the others
-    ``target_verify_<K>``).
+    ``target_verify_<K>``). An ``assistant`` drafter adds ``assistant_step``.
     """
+    extra: dict[str, tuple[nn.Module, Example]] = {}
+    if assistant is not None:
+        w, hb = assistant_step_width, model.cfg.hidden_size
+        extra[ASSISTANT_STEP] = (
+            AssistantStep(model, assistant),
+            (torch.zeros(w, dtype=torch.long), torch.zeros(w, hb), torch.tensor([1])),
+        )
     s, n = model.cache_size, prefill_chunk
     k = max(verify_widths)
     verify = {
@@ -144,6 +171,7 @@ def target_methods(
         **verify,
         TARGET_COMMIT: (CacheCommit(model), (torch.arange(k), torch.arange(k))),
         TARGET_RESET: (CacheReset(model), ()),
+        **extra,
     }
 
 

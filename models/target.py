@@ -76,6 +76,13 @@ class TargetModel(nn.Module):
         """
         raise NotImplementedError
 
+    def hidden_output(self, taps: dict[int, torch.Tensor], normed: torch.Tensor) -> torch.Tensor:
+        """The ``hidden`` output of every method: the tapped states of ``hidden_spec``,
+        concatenated in its order (``taps[i]``: input of layer i), or the normed final state."""
+        if self.hidden_spec.point == "final_norm":
+            return normed
+        return torch.cat([taps[i] for i in self.hidden_spec.layers], dim=-1)
+
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """Output logits of final normed states ``h`` [Q, H]."""
         return self.lm_head(h)
@@ -117,6 +124,8 @@ class TargetModel(nn.Module):
             dtype=dtype,
             backend=backend,
             tokenizer_sha256=tokenizer_sha256,
+            assistant="",
+            assistant_step_width=0,
         )
 
     def check_shapes(self, verify_width: int) -> None:

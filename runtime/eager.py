@@ -6,6 +6,7 @@ computation as the artifact, in torch, on cpu, cuda or npu (Ascend via ``torch_n
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -13,8 +14,9 @@ import torch
 from etspec.artifact import sha256_hex
 from etspec.contract import DRAFT_D2T, TOKENIZER_JSON, HiddenStateSpec, TargetMetadata, check_pair
 from etspec.errors import EtspecError
-from etspec.models.checkpoint import read_tokenizer_json
+from etspec.models.checkpoint import read_config, read_tokenizer_json
 from etspec.models.eagle3 import Eagle3Draft
+from etspec.models.gemma4_assistant import Gemma4Assistant, assistant_hidden_spec
 from etspec.models.methods import draft_methods, target_methods
 from etspec.models.target import TargetModel, load_target
 from etspec.runtime.program import EagerProgram
@@ -47,15 +49,21 @@ def eager_target(
     verify_width: int = 8,
     narrow_verify_widths: tuple[int, ...] = (),
     hidden_layers: tuple[int, ...] | None = None,
+    assistant: str | Path | None = None,
+    assistant_step_width: int = 4,
     device: str = "cpu",
 ) -> EagerProgram:
-    """The target's methods in torch, with the static shapes an export would compile."""
+    """The target's methods in torch, with the static shapes an export would compile;
+    ``assistant`` adds a Gemma 4 assistant's ``assistant_step``, as ``--assistant`` does."""
     widths = tuple(sorted({*narrow_verify_widths, verify_width}))
     dev = resolve_device(device)
     spec = HiddenStateSpec("layer_input", tuple(hidden_layers)) if hidden_layers else None
+    if assistant is not None:
+        spec = assistant_hidden_spec(int(read_config(checkpoint)["num_hidden_layers"]))
     scratch = max(verify_width, prefill_chunk)
     model = load_target(checkpoint, max_seq, scratch, spec)
     model.check_shapes(verify_width)
+    helper = None if assistant is None else Gemma4Assistant.from_checkpoint(assistant, model)
     tokenizer = read_tokenizer_json(checkpoint)
     meta = model.metadata(
         prefill_chunk=prefill_chunk,
@@ -64,7 +72,12 @@ def eager_target(
         backend="eager",
         tokenizer_sha256=sha256_hex(tokenizer),
     )
-    methods = {k: v[0] for k, v in target_methods(model, prefill_chunk, widths).items()}
+    if helper is not None:
+        meta = replace(
+            meta, assistant="gemma4_assistant", assistant_step_width=assistant_step_width
+        )
+    methods = target_methods(model, prefill_chunk, widths, helper, assistant_step_width)
+    methods = {k: v[0] for k, v in methods.items()}
     constants = {TOKENIZER_JSON: tokenizer} if tokenizer is not None else {}
     prog = EagerProgram(methods, meta, constants, dev)
     prog.model = model

@@ -14,7 +14,9 @@ from etspec.runtime.speculative.dispatcher import StepCosts, TreeSettings, measu
 from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 from etspec.runtime.speculative.shapes import TreePolicy
 
-DRAFT_METHODS = ("eagle3", "prompt-lookup")
+# gemma4-assistant: the drafter lives in the target .pte (export target --assistant); in
+# reference mode --draft names the assistant checkpoint folder.
+DRAFT_METHODS = ("eagle3", "prompt-lookup", "gemma4-assistant")
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class RunnerSpec:
 
     @property
     def speculative(self) -> bool:
-        return self.draft is not None or self.draft_method == "prompt-lookup"
+        return self.draft is not None or self.draft_method != "eagle3"
 
 
 def load_programs(spec: RunnerSpec) -> tuple[Program, Program | None]:
@@ -50,6 +52,7 @@ def load_programs(spec: RunnerSpec) -> tuple[Program, Program | None]:
             prefill_chunk=spec.prefill_chunk,
             verify_width=max(spec.verify_widths),
             narrow_verify_widths=spec.verify_widths,
+            assistant=spec.draft if spec.draft_method == "gemma4-assistant" else None,
             device=spec.device,
         )
         d = eager_draft(spec.draft, t, device=spec.device) if needs_draft_file else None
@@ -71,6 +74,15 @@ def _check_method(spec: RunnerSpec) -> None:
         )
     if spec.draft_method == "prompt-lookup" and spec.draft is not None:
         raise EtspecError("--draft-method prompt-lookup uses no draft file; drop --draft")
+    if spec.draft_method == "gemma4-assistant" and not spec.reference and spec.draft is not None:
+        raise EtspecError(
+            "--draft-method gemma4-assistant drafts with the assistant inside the target .pte "
+            "(etspec export target --assistant); drop --draft"
+        )
+    if spec.draft_method == "gemma4-assistant" and spec.reference and spec.draft is None:
+        raise EtspecError(
+            "--draft-method gemma4-assistant with --reference needs --draft ASSISTANT_DIR"
+        )
     if spec.draft_window is not None and (spec.draft_method != "eagle3" or spec.draft is None):
         raise EtspecError("--draft-window truncates an EAGLE-3 draft's attention; give --draft")
 
@@ -97,7 +109,11 @@ def speculative_runner(
     target = base.target
     meta = base.meta
     runner: SpeculativeDraftRunner
-    if draft is not None:
+    if spec.draft_method == "gemma4-assistant":
+        from etspec.runtime.speculative.gemma4_assistant import Gemma4AssistantDraftRunner
+
+        runner = Gemma4AssistantDraftRunner(target)
+    elif draft is not None:
         from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 
         runner = Eagle3DraftRunner(draft, spec.draft_window)

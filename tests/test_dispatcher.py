@@ -159,7 +159,7 @@ def test_auto_candidates_follow_the_artifact() -> None:
         max_context=64, cache_size=80, prefill_chunk=8, verify_width=16, verify_widths=(4, 16),
         hidden_state_point="layer_input", hidden_state_layers=(1,), bos_token_id=1,
         eos_token_ids=(2,), kv_strategies="position-overwrite", kv_cache_bytes=0, dtype="fp32",
-        backend="xnnpack", tokenizer_sha256="",
+        backend="xnnpack", tokenizer_sha256="", assistant="", assistant_step_width=0,
     )  # fmt: skip
     names = [s.name for s in auto_candidates(meta, branching=True)]
     chains = [f"chain{n}" for n in range(2, 8)]

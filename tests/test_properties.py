@@ -157,7 +157,7 @@ def _meta(strategies: str, max_context: int = 40, width: int = 8) -> TargetMetad
         verify_width=width, verify_widths=(4, width), hidden_state_point="layer_input",
         hidden_state_layers=(1,), bos_token_id=1, eos_token_ids=(2,),
         kv_strategies=strategies, kv_cache_bytes=0, dtype="fp32", backend="xnnpack",
-        tokenizer_sha256="",
+        tokenizer_sha256="", assistant="", assistant_step_width=0,
     )  # fmt: skip
 
 

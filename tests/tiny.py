@@ -296,3 +296,50 @@ def write_tokenizer(out: Path, vocab_size: int) -> bytes:
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.save(str(out / "tokenizer.json"))
     return (out / "tokenizer.json").read_bytes()
+
+
+def make_hf_assistant(target: str, out: Path, ordered: bool, seed: int = 1) -> Any:
+    """A random ``Gemma4AssistantForCausalLM`` for the Gemma 4 test target ``target``: two
+    layers (sliding, full) shaped like the target's KV, hidden 32, ``ordered``: 8 centroids
+    of which the best 2 are scored."""
+    from transformers import AutoConfig
+    from transformers.models.gemma4_assistant import (
+        Gemma4AssistantConfig,
+        Gemma4AssistantForCausalLM,
+    )
+
+    t = dict(TARGET_CONFIGS[target])
+    t.pop("model_type")
+    for key in ("num_kv_shared_layers", "use_double_wide_mlp", "vocab_size_per_layer_input"):
+        t.pop(key, None)
+    text = AutoConfig.for_model(
+        "gemma4_text",
+        initializer_range=_INIT,
+        **{
+            **t,
+            "hidden_size": 32,
+            "intermediate_size": 48,
+            "num_hidden_layers": 2,
+            "layer_types": [SLIDING, FULL],
+            "num_kv_shared_layers": 2,
+            "hidden_size_per_layer_input": 0,
+            "vocab_size_per_layer_input": 0,
+        },
+    )
+    torch.manual_seed(seed)
+    cfg = Gemma4AssistantConfig(
+        text_config=text,
+        backbone_hidden_size=t["hidden_size"],
+        use_ordered_embeddings=ordered,
+        num_centroids=8,
+        centroid_intermediate_top_k=2,
+    )
+    model = Gemma4AssistantForCausalLM(cfg).float().eval()
+    with torch.no_grad():
+        if ordered:
+            model.masked_embedding.token_ordering.copy_(torch.randperm(t["vocab_size"]))
+        for key, p in model.named_parameters():
+            if key.endswith("norm.weight"):
+                p.add_(torch.randn_like(p) * 0.3)
+    model.save_pretrained(out)
+    return model

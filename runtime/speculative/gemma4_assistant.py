@@ -1,0 +1,104 @@
+"""Gemma4AssistantDraftRunner: drafting with Gemma 4's assistant, exported into the target.
+
+The assistant keeps no KV: every call (``assistant_step``) reads the target's committed
+caches, so committing and rolling back are the target's business alone, and the runner's
+whole state is the next token, the state it is fed with and the committed length. A
+proposal at committed length ``c`` starts from the emitted token at position ``c`` and the
+target's final normed state at ``c - 1``; each node is the pick of its parent's logits, fed
+with its parent's output state at the same position ``c``. Nodes never see each other, so a
+tree level is one call of independent rows (padded to the compiled step width).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from etspec.contract import ASSISTANT_STEP, HiddenStateSpec, TargetMetadata
+from etspec.errors import EtspecError
+from etspec.runtime.program import Program
+from etspec.runtime.sampling import Sampler
+from etspec.runtime.speculative.draft_runner import Acceptance, Proposal, SpeculativeDraftRunner
+from etspec.runtime.speculative.shapes import TreeShape
+
+
+class Gemma4AssistantDraftRunner(SpeculativeDraftRunner):
+    branching = True
+
+    def __init__(self, program: Program) -> None:
+        meta = program.metadata
+        if not isinstance(meta, TargetMetadata) or meta.assistant != "gemma4_assistant":
+            raise EtspecError(
+                "this target artifact holds no Gemma 4 assistant; export it with "
+                "`etspec export target DIR --assistant ASSISTANT_DIR`"
+            )
+        self.program = program
+        self.meta = meta
+        self.width = meta.assistant_step_width
+        self.hidden_spec = HiddenStateSpec("final_norm", (meta.num_layers,))
+        self._token = 0
+        self._state = torch.empty(0)
+        self._pos = 0
+
+    def reset(self) -> None:
+        self._pos = 0
+
+    def memory(self) -> dict[str, int]:
+        return {"draft_kv_bytes": 0}
+
+    def prefill(self, prompt: list[int], first_token: int, hidden: torch.Tensor | None) -> int:
+        assert hidden is not None
+        self._token, self._state, self._pos = first_token, hidden[-1], len(prompt)
+        return 0
+
+    def propose(self, shape: TreeShape, max_height: int, sampler: Sampler) -> Proposal:
+        return shape.grow(_AssistantExpansion(self), max_height, sampler)
+
+    def accept(self, acceptance: Acceptance) -> int:
+        assert acceptance.hidden is not None
+        self._token = acceptance.next_token
+        self._state = acceptance.hidden[-1]
+        self._pos = acceptance.position + len(acceptance.tokens)
+        return 0
+
+    def run(self, tokens: Sequence[int], states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits and output states of ``tokens`` fed with ``states``, in step-width calls."""
+        w, n = self.width, len(tokens)
+        position = torch.tensor([self._pos])
+        logits, outs = [], []
+        for lo in range(0, n, w):
+            rows = min(w, n - lo)
+            ids = torch.zeros(w, dtype=torch.long)
+            ids[:rows] = torch.tensor(tokens[lo : lo + rows])
+            fed = torch.zeros(w, states.shape[-1])
+            fed[:rows] = states[lo : lo + rows]
+            lg, out = self.program.run(ASSISTANT_STEP, ids, fed, position)
+            logits.append(lg[:rows])
+            outs.append(out[:rows])
+        return torch.cat(logits), torch.cat(outs)
+
+
+class _AssistantExpansion:
+    """One proposal's tree growth (an ``Expander``): handle 0 is the root, fed with the
+    emitted token and the target's state; handle h > 0 is the h-th expanded node."""
+
+    def __init__(self, runner: Gemma4AssistantDraftRunner) -> None:
+        self.runner = runner
+        self.vocab_size = runner.meta.vocab_size
+        self.target_ids = torch.arange(self.vocab_size)
+        self.calls = 0
+        logits, out = runner.run([runner._token], runner._state[None])
+        self.calls += 1
+        self._root = logits[0]
+        self._states = [out[0]]
+
+    def root(self) -> torch.Tensor:
+        return self._root
+
+    def expand(self, parents: Sequence[int], tokens: Sequence[int]) -> torch.Tensor:
+        states = torch.stack([self._states[p] for p in parents])
+        logits, out = self.runner.run(tokens, states)
+        self.calls += -(-len(tokens) // self.runner.width)
+        self._states.extend(out)
+        return logits
