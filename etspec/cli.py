@@ -263,10 +263,16 @@ def _layer_summary(meta: dict[str, Any]) -> str:
     kinds = f"{len(types) - sliding} full attention"
     if sliding:
         kinds = f"{sliding} sliding-window of {meta['sliding_window']} keys, {kinds}"
-    return (
+    summary = (
         f"layers: {len(types)} ({kinds}); KV cache {meta['kv_cache_bytes'] / 1e6:.2f} MB for "
         f"{meta['cache_size']} slots"
     )
+    if meta.get("assistant"):
+        summary += (
+            f"; drafter inside: {meta['assistant']} ({meta['assistant_step_width']} rows per "
+            "call, --draft-method gemma4-assistant)"
+        )
+    return summary
 
 
 def _parse_ids(value: str) -> list[int] | list[list[int]]:
@@ -945,13 +951,14 @@ def _cpp_systems(kw: dict[str, Any], spec: Any, base: Any, trees: dict[str, Any]
     if spec.reference:
         raise EtspecError("--cpp-runner runs .pte files; drop --reference")
     out = {"cpp target-only": CppRunner(binary, spec.target, base)}
-    if spec.draft_method != "eagle3" or spec.draft is None:
+    assistant = spec.draft_method == "gemma4-assistant"
+    if not assistant and (spec.draft_method != "eagle3" or spec.draft is None):
         return out
     for name in trees:
         args = CppRunner.tree_args_for(name, spec.tree)
         if args is not None:
             out[f"cpp {name}"] = CppRunner(
-                binary, spec.target, base, spec.draft, args, spec.kv_strategy
+                binary, spec.target, base, spec.draft, args, spec.kv_strategy, spec.draft_method
             )
     return out
 

@@ -40,6 +40,7 @@ class CppRunner:
         draft: Path | None = None,
         tree_args: Sequence[str] = (),
         kv_strategy: str = "position-overwrite",
+        draft_method: str = "eagle3",
     ) -> None:
         if not binary.is_file():
             raise EtspecError(
@@ -47,6 +48,8 @@ class CppRunner:
             )
         self.binary, self.target, self.draft = binary, target, draft
         self.tree_args, self.kv_strategy = list(tree_args), kv_strategy
+        # gemma4-assistant drafts with the assistant inside the target (no draft file).
+        self.draft_method = draft_method
         self.base = base
         self.meta: TargetMetadata = base.meta
 
@@ -74,7 +77,10 @@ class CppRunner:
         """The binary's command line for one generation."""
         cmd = [str(self.binary), "--target", str(self.target), "--json"]
         cmd += ["--prompt-ids", ",".join(map(str, ids)), "--max-new-tokens", str(max_new_tokens)]
-        if self.draft is not None:
+        if self.draft_method == "gemma4-assistant":
+            cmd += ["--draft-method", self.draft_method]
+            cmd += [*self.tree_args, "--kv", self.kv_strategy]
+        elif self.draft is not None:
             cmd += ["--draft", str(self.draft), *self.tree_args, "--kv", self.kv_strategy]
         if sampling.temperature > 0:
             cmd += ["--temperature", repr(sampling.temperature)]

@@ -38,9 +38,15 @@ def _cpp(binary: Path, target: Path, prompt: list[int], *args: str) -> list[dict
 
 
 def _python(  # type: ignore[no-untyped-def]
-    target: Path, draft: Path | None, prompt: list[int], budget: int, tree: str, kv: str
+    target: Path,
+    draft: Path | None,
+    prompt: list[int],
+    budget: int,
+    tree: str,
+    kv: str,
+    draft_method: str = "eagle3",
 ):
-    spec = RunnerSpec(target, draft, tree=TreeSettings(tree, 3), kv_strategy=kv)
+    spec = RunnerSpec(target, draft, draft_method, tree=TreeSettings(tree, 3), kv_strategy=kv)
     base, spec_runner = load_runners(spec)
     return (spec_runner or base).generate(prompt, budget, ignore_eos=True)
 

@@ -11,13 +11,15 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 from click.testing import CliRunner
 from helpers import check_greedy_equivalence, max_diff, random_prompts, runners
-from tiny import make_hf_assistant, make_hf_target
+from tiny import make_hf_assistant, make_hf_target, write_tokenizer
 
 from etspec.cli import main
 from etspec.contract import ASSISTANT_STEP
@@ -40,6 +42,7 @@ class Pair:
         self.assistant_dir = root / f"assistant_{ordered}"
         self.hf = make_hf_target(TARGET, self.target_dir)
         self.hf_assistant = make_hf_assistant(TARGET, self.assistant_dir, ordered)
+        write_tokenizer(self.target_dir, 32)  # embedded in the .pte: bench takes text
         self.pte = root / f"target_{ordered}.pte"
         opts = TargetExportOptions(backend="portable", assistant=self.assistant_dir, **OPTS)  # type: ignore[arg-type]
         export_target(self.target_dir, self.pte, opts)
@@ -139,13 +142,20 @@ def test_cli_generate_and_validate(pair: Pair) -> None:
     )
     assert res.exit_code == 0, res.output
     assert '"accepted_tokens"' in res.output and '"accept_pos"' in res.output
+    res = CliRunner().invoke(main, ["inspect", str(pair.pte)])
+    assert "drafter inside: gemma4_assistant (4 rows per call" in res.output, res.output
     res = CliRunner().invoke(main, ["validate", *common, "--max-new-tokens", "20"])
     assert res.exit_code == 0, res.output
     assert "prompts identical (" in res.output and "0 failures" in res.output
 
 
-def test_a_target_without_assistant_is_refused(artifacts) -> None:  # type: ignore[no-untyped-def]
+def test_a_target_without_assistant_is_refused(artifacts, runner_bin: Path) -> None:  # type: ignore[no-untyped-def]
     pte = artifacts.target(TARGET).pte
+    args = ["--target", str(pte), "--draft-method", "gemma4-assistant", "--prompt-ids", "1,2"]
+    cpp = subprocess.run([str(runner_bin), *args], capture_output=True, text=True)
+    assert cpp.returncode == 1 and cpp.stdout == "", cpp
+    (line,) = cpp.stderr.splitlines()
+    assert line.startswith("error: this target artifact holds no Gemma 4 assistant")
     res = CliRunner().invoke(
         main,
         [
@@ -161,3 +171,55 @@ def test_a_target_without_assistant_is_refused(artifacts) -> None:  # type: igno
     lines = res.output.strip().splitlines()
     assert res.exit_code == 1 and len(lines) == 1, res.output
     assert "holds no Gemma 4 assistant" in lines[0] and "--assistant" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("tree", "kv"),
+    [
+        ("chain", "position-overwrite"),
+        ("static", "position-overwrite"),
+        ("static", "scratch-commit"),
+    ],
+)
+def test_cpp_runner_equals_python(pair: Pair, runner_bin: Path, tree: str, kv: str) -> None:
+    from test_cpp_runner import _cpp, _python
+
+    for i, prompt in enumerate(PROMPTS[:3]):
+        budget = 12 + 9 * i
+        ref = _python(pair.pte, None, prompt, budget, tree, kv, "gemma4-assistant")
+        args = [
+            "--max-new-tokens",
+            str(budget),
+            "--ignore-eos",
+            "--draft-method",
+            "gemma4-assistant",
+        ]
+        args += ["--tree", tree, "--num-spec-tokens", "3", "--kv", kv]
+        (out,) = _cpp(runner_bin, pair.pte, prompt, *args)
+        assert out["token_ids"] == ref.token_ids, (tree, kv, i)
+        st, want = out["stats"], ref.stats.to_dict()
+        for key in ("verify_calls", "accepted_tokens", "accept_pos", "draft_calls", "commit_calls"):
+            assert st[key] == want[key], (key, tree, kv, i)
+        assert st["memory"]["draft_kv_bytes"] == want["memory"]["draft_kv_bytes"] == 0
+
+
+def test_bench_runs_the_assistant_in_python_and_cpp(
+    pair: Pair, runner_bin: Path, tmp_path: Path
+) -> None:
+    prompts = tmp_path / "p.jsonl"
+    texts = ["w5 w17 w3 w5 w17", "w9 w2 w9 w4", "w1 w2 w3 w1 w2 w3"]
+    prompts.write_text("".join(json.dumps({"prompt": t}) + "\n" for t in texts))
+    out = tmp_path / "bench.json"
+    res = CliRunner().invoke(
+        main,
+        [
+            "bench", "--target", str(pair.pte), "--draft-method", "gemma4-assistant",
+            "--prompts", str(prompts), "--trees", "chain3,N7", "--max-new-tokens", "16",
+            "--cpp-runner", str(runner_bin), "--json", str(out),
+        ],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    summary = json.loads(out.read_text())["summary"]
+    for name in ("chain3", "N7", "cpp chain3", "cpp N7"):
+        assert summary[name]["identical"] == 3, name  # greedy: target-only's ids
+        assert summary[name]["tpc"]["mean"] > 0 and "accept_pos" in summary[name], name

@@ -5,7 +5,8 @@
 namespace etspec {
 
 Eagle3Draft::Eagle3Draft(Program& program, const TargetMetadata& target)
-    : program_(program), meta_(program.draft), target_vocab_(target.vocab_size) {
+    : program_(program), meta_(program.draft) {
+  target_vocab_ = target.vocab_size;
   if (meta_.draft_method != "eagle3") {
     throw Error(program.path() + ": draft method '" + meta_.draft_method +
                 "' is not supported by this runner (eagle3)");
@@ -24,6 +25,27 @@ Eagle3Draft::Eagle3Draft(Program& program, const TargetMetadata& target)
       throw Error(program.path() + ": draft_d2t maps outside the target vocabulary");
     }
   }
+}
+
+std::unique_ptr<Expander> Eagle3Draft::expansion() {
+  return std::make_unique<Expansion>(*this);
+}
+
+void Eagle3Draft::check_shape(const std::string& name, int64_t fed_nodes) const {
+  // Fed nodes take scratch slots, and a call's pad rows the slots after them.
+  const int64_t need = fed_nodes + meta_.step_width;
+  if (need > scratch()) {
+    throw Error("tree " + name + " feeds " + std::to_string(fed_nodes) +
+                " draft nodes per step, the draft artifact has " + std::to_string(scratch()) +
+                " scratch slots (step width " + std::to_string(meta_.step_width) +
+                "); use a smaller tree or re-export the draft with --scratch " +
+                std::to_string(need));
+  }
+}
+
+void Eagle3Draft::memory(std::map<std::string, int64_t>& out) const {
+  out["draft_weights_bytes"] = program_.weights_bytes;
+  out["draft_kv_bytes"] = meta_.kv_cache_bytes;
 }
 
 void Eagle3Draft::reset() {
@@ -125,6 +147,80 @@ std::vector<std::vector<float>> Expansion::expand(const std::vector<int64_t>& pa
     fed_ += n;
   }
   return out;
+}
+
+// --- Gemma 4 assistant -----------------------------------------------------------------
+
+Gemma4Assistant::Gemma4Assistant(Program& target)
+    : program_(target), width_(target.target.assistant_step_width) {
+  if (target.target.assistant != "gemma4_assistant" || !target.has_method(contract::kASSISTANT_STEP)) {
+    throw Error(
+        "this target artifact holds no Gemma 4 assistant; export it with `etspec export target "
+        "DIR --assistant ASSISTANT_DIR`");
+  }
+  target_vocab_ = target.target.vocab_size;
+  target_ids_ = iota(0, target_vocab_);
+}
+
+int64_t Gemma4Assistant::prefill(const std::vector<int64_t>& prompt, int64_t first,
+                                 const Tensor& hidden) {
+  token_ = first;
+  const int64_t last = hidden.sizes[0] - 1;
+  state_.assign(hidden.row(last), hidden.row(last) + hidden.cols());
+  pos_ = prompt.size();
+  return 0;
+}
+
+int64_t Gemma4Assistant::accept(int64_t position, const std::vector<int64_t>& tokens,
+                                int64_t next, const std::vector<float>& hidden) {
+  const int64_t hb = hidden.size() / tokens.size();
+  token_ = next;
+  state_.assign(hidden.end() - hb, hidden.end());
+  pos_ = position + tokens.size();
+  return 0;
+}
+
+void Gemma4Assistant::run(const std::vector<int64_t>& tokens, const std::vector<float>& states,
+                          std::vector<std::vector<float>>& logits, std::vector<float>& out) {
+  const int64_t w = width_, hb = state_.size(), n = tokens.size();
+  std::vector<int64_t> position{pos_};
+  for (int64_t lo = 0; lo < n; lo += w) {
+    const int64_t rows = std::min(w, n - lo);
+    std::vector<int64_t> ids(w, 0);
+    std::copy_n(tokens.begin() + lo, rows, ids.begin());
+    std::vector<float> fed(w * hb, 0.0f);
+    std::copy_n(states.begin() + lo * hb, rows * hb, fed.begin());
+    auto res = program_.run(contract::kASSISTANT_STEP,
+                            {longs(ids), floats(fed, w, hb), longs(position)});
+    for (int64_t r = 0; r < rows; ++r) {
+      logits.emplace_back(res[0].row(r), res[0].row(r) + res[0].cols());
+      out.insert(out.end(), res[1].row(r), res[1].row(r) + hb);
+    }
+  }
+}
+
+std::unique_ptr<Expander> Gemma4Assistant::expansion() {
+  return std::make_unique<AssistantExpansion>(*this);
+}
+
+AssistantExpansion::AssistantExpansion(Gemma4Assistant& assistant) : assistant_(assistant) {
+  std::vector<std::vector<float>> logits;
+  assistant.run({assistant.token_}, assistant.state_, logits, states_);
+  root_ = std::move(logits[0]);
+  calls = 1;
+}
+
+std::vector<std::vector<float>> AssistantExpansion::expand(const std::vector<int64_t>& parents,
+                                                           const std::vector<int64_t>& tokens) {
+  const int64_t hb = assistant_.state_size();
+  std::vector<float> in(parents.size() * hb);
+  for (size_t r = 0; r < parents.size(); ++r) {
+    std::copy_n(states_.data() + parents[r] * hb, hb, in.data() + r * hb);
+  }
+  std::vector<std::vector<float>> logits;
+  assistant_.run(tokens, in, logits, states_);
+  calls += (static_cast<int64_t>(tokens.size()) + assistant_.width() - 1) / assistant_.width();
+  return logits;
 }
 
 }  // namespace etspec

@@ -123,9 +123,13 @@ StageTimer::~StageTimer() { stats_.stage_s[stage_] += seconds_since(t0_); }
 
 // --- runner ---------------------------------------------------------------------------
 
-Runner::Runner(Program& target, Program* draft)
-    : target_(target), draft_program_(draft), meta_(target.target) {
-  if (draft != nullptr) draft_ = std::make_unique<Eagle3Draft>(*draft, meta_);
+Runner::Runner(Program& target, Program* draft, bool assistant)
+    : target_(target), meta_(target.target) {
+  if (assistant) {
+    draft_ = std::make_unique<Gemma4Assistant>(target);
+  } else if (draft != nullptr) {
+    draft_ = std::make_unique<Eagle3Draft>(*draft, meta_);
+  }
 }
 
 Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOptions& options,
@@ -172,15 +176,7 @@ Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOption
                   ". Use a smaller tree (--num-spec-tokens, --static-tree) or re-export the "
                   "target with a larger --verify-width");
     }
-    const int64_t need = shape.fed_nodes + draft_->meta().step_width;
-    if (need > draft_->scratch()) {
-      throw Error("tree " + shape.name + " feeds " + std::to_string(shape.fed_nodes) +
-                  " draft nodes per step, the draft artifact has " +
-                  std::to_string(draft_->scratch()) + " scratch slots (step width " +
-                  std::to_string(draft_->meta().step_width) +
-                  "); use a smaller tree or re-export the draft with --scratch " +
-                  std::to_string(need));
-    }
+    draft_->check_shape(shape.name, shape.fed_nodes);
   }
 
   Result result;
@@ -242,10 +238,7 @@ Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOption
   stats.generated_tokens = sink.tokens.size();
   stats.memory["target_weights_bytes"] = target_.weights_bytes;
   stats.memory["target_kv_bytes"] = meta_.kv_cache_bytes;
-  if (draft_) {
-    stats.memory["draft_weights_bytes"] = draft_program_->weights_bytes;
-    stats.memory["draft_kv_bytes"] = draft_->meta().kv_cache_bytes;
-  }
+  if (draft_) draft_->memory(stats.memory);
   result.token_ids = sink.tokens;
   result.stop_reason = sink.stop;
   return result;
@@ -263,8 +256,8 @@ void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& o
     {
       StageTimer timer(stats, "draft");
       if (height > 0) {
-        Expansion expansion(*draft_);
-        proposal = shape.grow(expansion, height, sampler, *draft_);
+        auto expansion = draft_->expansion();
+        proposal = shape.grow(*expansion, height, sampler, *draft_);
       }
       stats.draft_calls += proposal.calls;
     }

@@ -66,7 +66,9 @@ struct GenerateOptions {
 
 class Runner {
  public:
-  Runner(Program& target, Program* draft);
+  // `draft`: an EAGLE-3 draft program; `assistant`: draft with the Gemma 4 assistant inside
+  // `target` instead; neither: target-only.
+  Runner(Program& target, Program* draft, bool assistant = false);
   Result generate(const std::vector<int64_t>& prompt, const GenerateOptions& options,
                   Sampler& sampler, const TokenCallback& callback);
   const TargetMetadata& meta() const { return meta_; }
@@ -76,8 +78,7 @@ class Runner {
                  Sampler& sampler, Stats& stats, class Sink& sink);
 
   Program& target_;
-  Program* draft_program_;
-  std::unique_ptr<Eagle3Draft> draft_;
+  std::unique_ptr<Drafter> draft_;
   TargetMetadata meta_;
 };
 

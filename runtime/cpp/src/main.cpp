@@ -51,7 +51,8 @@ struct UsageError : etspec::Error {
 };
 
 const char* kUsage =
-    "usage: etspec_runner --target T.pte [--draft D.pte] --prompt-ids 1,2,3 "
+    "usage: etspec_runner --target T.pte [--draft D.pte | --draft-method gemma4-assistant] "
+    "--prompt-ids 1,2,3 "
     "[--max-new-tokens N] [--tree chain|static] [--num-spec-tokens N] [--static-tree SPEC] "
     "[--kv position-overwrite|scratch-commit] [--temperature T] [--top-k K] [--top-p P] "
     "[--seed N] [--num-samples N] [--ignore-eos] [--json] [--verbose]";
@@ -125,7 +126,7 @@ int run(int argc, char** argv) {
       throw UsageError("unexpected argument '" + a + "'; " + kUsage);
     }
   }
-  static const char* known[] = {"--target", "--draft", "--prompt-ids", "--max-new-tokens",
+  static const char* known[] = {"--target", "--draft", "--draft-method", "--prompt-ids", "--max-new-tokens",
                                 "--tree", "--num-spec-tokens", "--static-tree", "--kv", "--temperature",
                                 "--top-k", "--top-p", "--seed", "--num-samples"};
   for (const auto& [k, v] : opt) {
@@ -143,7 +144,18 @@ int run(int argc, char** argv) {
   if (opt.count("--max-new-tokens")) {
     options.max_new_tokens = number<int64_t>("--max-new-tokens", opt["--max-new-tokens"]);
   }
-  const bool speculative = opt.count("--draft") > 0;
+  const std::string method = opt.count("--draft-method") ? opt["--draft-method"] : "eagle3";
+  if (method != "eagle3" && method != "gemma4-assistant") {
+    throw UsageError("unknown --draft-method '" + method +
+                     "'; choose one of eagle3, gemma4-assistant");
+  }
+  const bool assistant = method == "gemma4-assistant";
+  if (assistant && opt.count("--draft")) {
+    throw UsageError(
+        "--draft-method gemma4-assistant drafts with the assistant inside the target .pte "
+        "(etspec export target --assistant); drop --draft");
+  }
+  const bool speculative = opt.count("--draft") > 0 || assistant;
   const std::string tree = opt.count("--tree") ? opt["--tree"] : "chain";
   int64_t length = 3;
   if (opt.count("--num-spec-tokens")) {
@@ -177,8 +189,8 @@ int run(int argc, char** argv) {
 
   etspec::Program target(opt["--target"], "target");
   std::unique_ptr<etspec::Program> draft;
-  if (speculative) draft = std::make_unique<etspec::Program>(opt["--draft"], "draft");
-  etspec::Runner runner(target, draft.get());
+  if (opt.count("--draft")) draft = std::make_unique<etspec::Program>(opt["--draft"], "draft");
+  etspec::Runner runner(target, draft.get(), assistant);
   if (!opt.count("--max-new-tokens")) {  // as `etspec generate`: 128, or what the context holds
     const int64_t room = target.target.max_context - static_cast<int64_t>(prompt.size());
     options.max_new_tokens = std::max<int64_t>(1, std::min<int64_t>(128, room));

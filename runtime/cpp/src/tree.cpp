@@ -101,8 +101,8 @@ ChainShape::ChainShape(int64_t length) : length_(length) {
   fed_nodes = length - 1;
 }
 
-Proposal ChainShape::grow(Expansion& expansion, int64_t max_height, Sampler& sampler,
-                          const Eagle3Draft& draft) const {
+Proposal ChainShape::grow(Expander& expansion, int64_t max_height, Sampler& sampler,
+                          const Drafter& draft) const {
   // The top-1 token of each level when greedy, a sample of the draft's distribution when
   // sampling (kept, scattered to target ids, for the verifier).
   const auto& ids = draft.target_ids();
@@ -213,8 +213,8 @@ StaticTree StaticTree::parse(const std::string& spec) {
   }
 }
 
-Proposal StaticTree::grow(Expansion& expansion, int64_t max_height, Sampler&,
-                          const Eagle3Draft& draft) const {
+Proposal StaticTree::grow(Expander& expansion, int64_t max_height, Sampler&,
+                          const Drafter& draft) const {
   // Each level feeds every node that has children in one batched expansion and places the
   // draft's top-r tokens of each into its ranked children; every node is a deterministic
   // pick, so the verifier treats it as a point mass.

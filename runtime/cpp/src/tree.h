@@ -24,8 +24,8 @@ struct Proposal {
 class Shape {
  public:
   virtual ~Shape() = default;
-  virtual Proposal grow(Expansion& expansion, int64_t max_height, Sampler& sampler,
-                        const Eagle3Draft& draft) const = 0;
+  virtual Proposal grow(Expander& expansion, int64_t max_height, Sampler& sampler,
+                        const Drafter& draft) const = 0;
   std::string name;
   int64_t max_nodes = 0;  // draft nodes verified (verify width needed: this + 1)
   int64_t fed_nodes = 0;  // nodes fed to the draft (scratch slots needed)
@@ -34,8 +34,8 @@ class Shape {
 class ChainShape : public Shape {
  public:
   explicit ChainShape(int64_t length);
-  Proposal grow(Expansion& expansion, int64_t max_height, Sampler& sampler,
-                const Eagle3Draft& draft) const override;
+  Proposal grow(Expander& expansion, int64_t max_height, Sampler& sampler,
+                const Drafter& draft) const override;
 
  private:
   int64_t length_;
@@ -48,8 +48,8 @@ class StaticTree : public Shape {
   static StaticTree parse(const std::string& spec);
   static StaticTree full(int64_t depth, int64_t branching);
   static StaticTree pruned(int64_t nodes);
-  Proposal grow(Expansion& expansion, int64_t max_height, Sampler& sampler,
-                const Eagle3Draft& draft) const override;
+  Proposal grow(Expander& expansion, int64_t max_height, Sampler& sampler,
+                const Drafter& draft) const override;
 
  private:
   StaticTree(std::vector<std::vector<int64_t>> paths, std::string name);
