@@ -248,3 +248,21 @@ def check_greedy_equivalence(label: str, base, spec, prompts, budgets, truth=Non
         )
         results.append((out, result))
     return results
+
+
+def committed_kv_check(target, sequential, full: list[int], checked: list[int], atol: float = 1e-5):  # type: ignore[no-untyped-def]
+    """An ``on_accept`` hook: after every step the live committed caches of ``target`` equal
+    ``sequential`` decoding of the committed tokens of ``full`` (tensors, within ``atol``:
+    verify vs decode summation order); appends each committed length to ``checked``."""
+    from etspec.contract import TARGET_DECODE, TARGET_RESET
+
+    def check(acc) -> None:  # type: ignore[no-untyped-def]
+        committed = acc.position + len(acc.tokens)
+        sequential.run(TARGET_RESET)
+        for pos, tok in enumerate(full[:committed]):
+            sequential.run(TARGET_DECODE, torch.tensor([tok]), torch.tensor([pos]))
+        for live, want in zip(target.cache_tensors(), sequential.cache_tensors(), strict=True):
+            torch.testing.assert_close(live[:, :committed], want[:, :committed], atol=atol, rtol=0)
+        checked.append(committed)
+
+    return check

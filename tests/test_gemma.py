@@ -1,9 +1,9 @@
 """Gemma 3 / Gemma 4 text targets: numerics against transformers, the sliding window under
 speculation, the metadata, and the variants refused at export.
 
-The shared target tests (``test_target_export.py``) already hold every Gemma test config to
-transformers' logits and taps (1e-4) and 32 greedy tokens; here: 64 greedy tokens against
-``generate``, tree verify straddling the window against sequential forwards, speculative
+The shared target tests (``test_target_export.py``) hold every Gemma test config to
+transformers' logits and taps (1e-4) and to 64 greedy tokens of ``generate``; here: tree
+verify straddling the window against sequential forwards, speculative
 greedy == target-only (chain, static and dynamic trees, both KV strategies, pte and eager),
 committed KV after every step against sequential decoding, and refusals.
 """
@@ -21,6 +21,7 @@ from helpers import (
     ScriptedTreeDraftRunner,
     Truth,
     check_greedy_equivalence,
+    committed_kv_check,
     hf_forward,
     max_diff,
     oracle,
@@ -34,10 +35,8 @@ from test_target_export import _cache_is_shared, verify_random_tree
 from tiny import EXPORT_OPTIONS, GEMMA, TARGET_CONFIGS, make_hf_target
 
 from etspec.cli import main
-from etspec.contract import TARGET_DECODE, TARGET_RESET
 from etspec.errors import UnsupportedModelError
 from etspec.export.export_target import TargetExportOptions, export_target
-from etspec.runtime.prefill import prefill_target
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 from etspec.runtime.speculative.static_tree import StaticTree
@@ -45,33 +44,6 @@ from etspec.runtime.speculative.static_tree import StaticTree
 MODES = ["eager", "pte"]
 WINDOW = 12
 assert all(TARGET_CONFIGS[n]["sliding_window"] == WINDOW for n in GEMMA)
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("name", GEMMA)
-def test_greedy_64_tokens_match_generate(artifacts, name: str, mode: str) -> None:
-    """64 tokens after an 11-token prompt: every sliding layer runs past its window."""
-    case = artifacts.target(name)
-    prog = target_program(case, mode)
-    prompt = torch.randint(
-        0, prog.metadata.vocab_size, (11,), generator=torch.Generator().manual_seed(4)
-    )
-    case.hf.generation_config.eos_token_id = None
-    with torch.no_grad():
-        expected = case.hf.generate(
-            prompt[None],
-            attention_mask=torch.ones(1, 11, dtype=torch.long),
-            do_sample=False,
-            max_new_tokens=64,
-            pad_token_id=0,
-        )[0, 11:].tolist()
-    logits = prefill_target(prog, prompt).logits
-    out: list[int] = []
-    for i in range(64):
-        tok = int(logits[0].argmax())
-        out.append(tok)
-        logits, _ = prog.run(TARGET_DECODE, torch.tensor([tok]), torch.tensor([11 + i]))
-    assert out == expected
 
 
 @pytest.mark.parametrize("prompt_len", [10, 30])
@@ -146,15 +118,7 @@ def test_committed_kv_across_the_window(artifacts, name: str, kv: str) -> None:
     ref = base.generate(prompt, 36, ignore_eos=True)
     full = [*prompt, *ref.token_ids]
     checked: list[int] = []
-
-    def check(acc) -> None:  # type: ignore[no-untyped-def]
-        committed = acc.position + len(acc.tokens)
-        sequential.run(TARGET_RESET)
-        for pos, tok in enumerate(full[:committed]):
-            sequential.run(TARGET_DECODE, torch.tensor([tok]), torch.tensor([pos]))
-        for live, want in zip(target.cache_tensors(), sequential.cache_tensors(), strict=True):
-            torch.testing.assert_close(live[:, :committed], want[:, :committed], atol=1e-5, rtol=0)
-        checked.append(committed)
+    check = committed_kv_check(target, sequential, full, checked)
 
     schedule = lambda s: SCHEDULE[s % len(SCHEDULE)]  # noqa: E731
     draft = ScriptedTreeDraftRunner(oracle(prompt, ref.token_ids), 32, schedule, check)

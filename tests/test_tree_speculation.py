@@ -13,18 +13,17 @@ and 72, draft step width 4).
 from __future__ import annotations
 
 import pytest
-import torch
 from helpers import (
     ScriptedTreeDraftRunner,
     Truth,
     check_greedy_equivalence,
+    committed_kv_check,
     oracle,
     pair_programs,
     random_prompts,
     runners,
 )
 
-from etspec.contract import TARGET_DECODE, TARGET_RESET
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 from etspec.runtime.speculative.static_tree import StaticTree
@@ -126,17 +125,7 @@ def test_committed_kv_after_every_tree_step(artifacts, shape: str, kv: str) -> N
     ref = base.generate(prompt, 40, ignore_eos=True)
     full = [*prompt, *ref.token_ids]
     checked: list[int] = []
-
-    def check(acc) -> None:  # type: ignore[no-untyped-def]
-        committed = acc.position + len(acc.tokens)
-        sequential.run(TARGET_RESET)
-        for pos, tok in enumerate(full[:committed]):
-            sequential.run(TARGET_DECODE, torch.tensor([tok]), torch.tensor([pos]))
-        for live, want in zip(target.cache_tensors(), sequential.cache_tensors(), strict=True):
-            torch.testing.assert_close(
-                live[:, :committed], want[:, :committed], atol=KV_ATOL, rtol=0
-            )
-        checked.append(committed)
+    check = committed_kv_check(target, sequential, full, checked, KV_ATOL)
 
     schedule = lambda s: SCHEDULE[s % len(SCHEDULE)]  # noqa: E731
     draft = ScriptedTreeDraftRunner(oracle(prompt, ref.token_ids), V, schedule, check)
