@@ -15,6 +15,14 @@ from etspec.models.rope import RopeConfig
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
 
 
+def eos_token_ids(config: dict[str, Any]) -> tuple[int, ...]:
+    """``eos_token_id`` of an HF config (an int, a list or absent) as a tuple."""
+    eos = config.get("eos_token_id")
+    if isinstance(eos, list):
+        return tuple(int(e) for e in eos)
+    return () if eos is None else (int(eos),)
+
+
 @dataclass(frozen=True)
 class DecoderConfig:
     model_type: str
@@ -58,8 +66,6 @@ class DecoderConfig:
         window = config.get("sliding_window")
         if model_type == "qwen2" and not config.get("use_sliding_window", False):
             window = None
-        eos = config.get("eos_token_id")
-        eos_ids = tuple(eos) if isinstance(eos, list) else (() if eos is None else (int(eos),))
         return cls(
             model_type=model_type,
             vocab_size=int(config["vocab_size"]),
@@ -78,7 +84,7 @@ class DecoderConfig:
             sliding_window=int(window) if window else None,
             max_position_embeddings=int(config.get("max_position_embeddings", 4096)),
             bos_token_id=config.get("bos_token_id"),
-            eos_token_ids=eos_ids,
+            eos_token_ids=eos_token_ids(config),
         )
 
     def check_context(self, max_context: int) -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from etspec.errors import UnsupportedModelError
+from etspec.models.config import eos_token_ids
 from etspec.models.rope import RopeConfig
 
 GEMMA_MODEL_TYPES = ("gemma3_text", "gemma4_text")
@@ -144,8 +145,6 @@ class GemmaConfig:
         rope_sliding, rope_full = _rope_per_type(config, gemma4)
         ple = int(config.get("hidden_size_per_layer_input") or 0) if gemma4 else 0
         softcap = config.get("final_logit_softcapping")
-        eos = config.get("eos_token_id")
-        eos_ids = tuple(eos) if isinstance(eos, list) else (() if eos is None else (int(eos),))
         return cls(
             model_type=model_type,
             vocab_size=int(config["vocab_size"]),
@@ -167,7 +166,7 @@ class GemmaConfig:
             layer_scalar=gemma4,
             max_position_embeddings=int(config.get("max_position_embeddings", 131072)),
             bos_token_id=config.get("bos_token_id"),
-            eos_token_ids=eos_ids,
+            eos_token_ids=eos_token_ids(config),
         )
 
     def check_context(self, max_context: int, verify_width: int) -> None:
