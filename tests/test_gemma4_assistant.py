@@ -113,6 +113,19 @@ def test_greedy_speculation_equals_target_only(pair: Pair, mode: str, shape: str
     assert sum(out.stats.draft_calls for out, _ in results) > 0
 
 
+def test_auto_tree_times_the_assistant(pair: Pair) -> None:
+    """``--tree auto`` counts assistant_step in its cost model and stays exact."""
+    from etspec.runtime.loading import RunnerSpec, load_runners
+    from etspec.runtime.speculative.dispatcher import TreeSettings, measure_costs
+
+    costs = measure_costs(pair.program("pte"))
+    assert costs.step_width == 4 and costs.draft_step_s > 0 and costs.draft_extend_s > 0
+    spec = RunnerSpec(pair.pte, None, "gemma4-assistant", tree=TreeSettings("auto"))
+    base, auto = load_runners(spec)
+    assert auto is not None
+    check_greedy_equivalence("pte auto", base, auto, PROMPTS, BUDGETS)
+
+
 def test_greedy_equals_transformers_assisted_generate(pair: Pair) -> None:
     target = pair.program("pte")
     base, spec = runners(target, Gemma4AssistantDraftRunner(target), 4)

@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from etspec.contract import DRAFT_STEP, MASK_MIN, TARGET_COMMIT, DraftMetadata, TargetMetadata
+from etspec.contract import (
+    ASSISTANT_STEP,
+    DRAFT_STEP,
+    MASK_MIN,
+    TARGET_COMMIT,
+    DraftMetadata,
+    TargetMetadata,
+)
 from etspec.errors import EtspecError
 from etspec.runtime.program import Program
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
@@ -90,6 +97,17 @@ def measure_costs(target: Program, draft: Program | None = None, repeats: int = 
     # must not pay the method load inside a timed step.
     scratch = meta.max_context + torch.arange(meta.verify_width)
     target.run(TARGET_COMMIT, scratch, scratch)
+    if meta.assistant:
+        # A drafter inside the target: one call per level, plus the proposal's root call
+        # (it stands where an EAGLE-3 draft's extend does).
+        w = meta.assistant_step_width
+        costs.step_width = w
+        costs.draft_step_s = costs.draft_extend_s = timed(
+            ASSISTANT_STEP,
+            torch.zeros(w, dtype=torch.long),
+            torch.zeros(w, meta.hidden_size),
+            torch.tensor([1]),
+        )
     if draft is not None:
         dm = draft.metadata
         assert isinstance(dm, DraftMetadata)
