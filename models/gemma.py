@@ -24,6 +24,26 @@ from etspec.models.rope import apply_rope, rope_tables
 from etspec.models.target import TargetModel, load_weights
 
 
+class LayerTypeRope(nn.Module):
+    """RoPE tables per (layer type, head size): Gemma's sliding and full layers each have
+    their own schedule, and Gemma 4's full layers their own head size."""
+
+    def __init__(self, cfg: GemmaConfig, n_positions: int) -> None:
+        super().__init__()
+        for kind, rope in (("sliding", cfg.rope_sliding), ("full", cfg.rope_full)):
+            for d in {layer.head_dim for layer in cfg.layers if layer.type_name == kind}:
+                cos, sin = rope_tables(rope, d, n_positions)
+                self.register_buffer(f"cos_{kind}_{d}", cos, persistent=False)
+                self.register_buffer(f"sin_{kind}_{d}", sin, persistent=False)
+
+    def at(
+        self, sliding: bool, head_dim: int, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin [Q, head_dim] of ``positions`` for a layer of that type and head size."""
+        key = f"{'sliding' if sliding else 'full'}_{head_dim}"
+        return getattr(self, f"cos_{key}")[positions], getattr(self, f"sin_{key}")[positions]
+
+
 class GemmaAttention(nn.Module):
     """Attention with q/k (and Gemma 4's weightless v) norms; a KV-shared layer has no
     key/value projections and no cache of its own."""
@@ -139,13 +159,11 @@ class GemmaTarget(TargetModel):
             self.embed_tokens_per_layer = nn.Embedding(cfg.per_layer_vocab_size, cfg.num_layers * p)
             self.per_layer_model_projection = nn.Linear(h, cfg.num_layers * p, bias=False)
             self.per_layer_projection_norm = RMSNorm(p, cfg.rms_norm_eps)
-        # One RoPE table pair per layer type (their head sizes and schedules differ).
-        for kind, rope in (("sliding", cfg.rope_sliding), ("full", cfg.rope_full)):
-            dims = {layer.head_dim for layer in cfg.layers if layer.type_name == kind}
-            for d in dims:
-                cos, sin = rope_tables(rope, d, self.cache_size)
-                self.register_buffer(f"rope_cos_{kind}_{d}", cos, persistent=False)
-                self.register_buffer(f"rope_sin_{kind}_{d}", sin, persistent=False)
+        self.rope = LayerTypeRope(cfg, self.cache_size)
+        # The last cache-owning layer of each type: what an assistant drafter reads.
+        self._kv_sources = {
+            layer.type_name: i for i, layer in enumerate(cfg.layers) if layer.kv_source == i
+        }
 
     @property
     def layer_types(self) -> tuple[str, ...]:
@@ -157,12 +175,10 @@ class GemmaTarget(TargetModel):
 
     def kv_sources(self) -> dict[str, int]:
         """The last cache-owning layer of each type: what an assistant drafter reads."""
-        return {
-            layer.type_name: i for i, layer in enumerate(self.cfg.layers) if layer.kv_source == i
-        }
+        return self._kv_sources
 
     def check_shapes(self, verify_width: int) -> None:
-        self.cfg.check_context(self.max_context, verify_width)
+        self.cfg.check_verify_width(verify_width)
 
     def per_layer_inputs(self, tokens: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Gemma 4's per-layer inputs [Q, L, P]: token identity plus a projection of ``x``."""
@@ -186,18 +202,15 @@ class GemmaTarget(TargetModel):
         if self.cfg.sliding_window:
             band = window_mask(positions, self.cache_size, self.cfg.sliding_window, MASK_MIN)
             sliding_mask = mask + band
-        tables: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        tables: dict[tuple[bool, int], tuple[torch.Tensor, torch.Tensor]] = {}
         taps: dict[int, torch.Tensor] = {}
         wanted = set(self.hidden_spec.layers)
         for i, layer in enumerate(self.layers):
             if i in wanted:
                 taps[i] = x
-            kind = "sliding" if layer.sliding else "full"
-            key = f"{kind}_{layer.self_attn.head_dim}"
-            if key not in tables:
-                cos = getattr(self, f"rope_cos_{key}")
-                sin = getattr(self, f"rope_sin_{key}")
-                tables[key] = cos[positions], sin[positions]
+            key = (layer.sliding, layer.self_attn.head_dim)
+            if key not in tables:  # gathered once per layer type, not per layer
+                tables[key] = self.rope.at(*key, positions)
             cos, sin = tables[key]
             cache = self.layers[layer.kv_source].self_attn.cache
             x = layer(

@@ -27,10 +27,9 @@ from torch import nn
 from etspec.contract import MASK_MIN, HiddenStateSpec
 from etspec.errors import UnsupportedModelError
 from etspec.models.checkpoint import load_state_dict, read_config
-from etspec.models.gemma import GemmaLayerModule, GemmaTarget
+from etspec.models.gemma import GemmaLayerModule, GemmaTarget, LayerTypeRope
 from etspec.models.gemma_config import GemmaConfig
 from etspec.models.layers import RMSNorm
-from etspec.models.rope import rope_tables
 from etspec.models.target import load_weights
 
 
@@ -88,11 +87,7 @@ class Gemma4Assistant(nn.Module):
         if cfg.ordered_embeddings:
             self.centroids = nn.Linear(h, cfg.num_centroids, bias=False)
             self.register_buffer("token_ordering", torch.zeros(t.vocab_size, dtype=torch.long))
-        for kind, rope in (("sliding", t.rope_sliding), ("full", t.rope_full)):
-            for d in {layer.head_dim for layer in t.layers if layer.type_name == kind}:
-                cos, sin = rope_tables(rope, d, cache_size)
-                self.register_buffer(f"rope_cos_{kind}_{d}", cos, persistent=False)
-                self.register_buffer(f"rope_sin_{kind}_{d}", sin, persistent=False)
+        self.rope = LayerTypeRope(t, cache_size)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         if not self.cfg.ordered_embeddings:
@@ -129,11 +124,8 @@ class Gemma4Assistant(nn.Module):
         )
         sources = target.kv_sources()
         for layer in self.layers:
-            kind = "sliding" if layer.sliding else "full"
-            key = f"{kind}_{layer.self_attn.head_dim}"
-            cos = getattr(self, f"rope_cos_{key}")[position]
-            sin = getattr(self, f"rope_sin_{key}")[position]
-            cache = target.layers[sources[kind]].self_attn.cache
+            cos, sin = self.rope.at(layer.sliding, layer.self_attn.head_dim, position)
+            cache = target.layers[sources["sliding" if layer.sliding else "full"]].self_attn.cache
             mask = sliding if layer.sliding else full
             x = layer(x, cos, sin, None, mask, cache, None)
         h = self.norm(x)

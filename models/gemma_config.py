@@ -169,7 +169,7 @@ class GemmaConfig:
             eos_token_ids=eos_token_ids(config),
         )
 
-    def check_context(self, max_context: int, verify_width: int) -> None:
+    def check_verify_width(self, verify_width: int) -> None:
         """Refuse compiled shapes under which the sliding window would not be exact.
 
         The sliding mask reads a speculative row's slot as its position, which is exact

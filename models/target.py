@@ -3,7 +3,7 @@
 A target is a decoder over static KV caches whose ``body`` takes every piece of step state
 explicitly (tokens, RoPE positions, cache slots, additive mask over all slots); the method
 wrappers in ``methods.py`` are written against this base only, so a new family is a new
-subclass plus one line in ``TARGET_FAMILIES``.
+subclass plus one line in ``_families()``.
 """
 
 from __future__ import annotations
