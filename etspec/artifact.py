@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from etspec import logs
 from etspec.contract import (
     FORMAT_VERSION,
     TOKENIZER_JSON,
@@ -132,21 +133,35 @@ def loaded_memory(path: str | Path) -> dict[str, int]:
     turn (XNNPACK packs its own copy of the weights per method, so this is what the method
     set costs). Loads a fresh copy of the program; run it in a process of its own for
     numbers that are not shared with programs loaded before."""
-    from executorch.runtime import Runtime
-
     from etspec.runtime.stats import current_rss_bytes
 
     check_artifact(path)
     out: dict[str, int] = {}
-    before = current_rss_bytes()
-    program = Runtime.get().load_program(Path(path))
-    out["program"] = current_rss_bytes() - before
-    methods = []
-    for name in sorted(program.method_names):
+    with logs.quiet(native=True):
+        runtime = _runtime()
         before = current_rss_bytes()
-        methods.append(program.load_method(name))  # kept alive: released methods free memory
-        out[name] = current_rss_bytes() - before
+        program = runtime.load_program(Path(path))
+        out["program"] = current_rss_bytes() - before
+        methods = []
+        for name in sorted(program.method_names):
+            before = current_rss_bytes()
+            methods.append(program.load_method(name))  # kept alive: released ones free memory
+            out[name] = current_rss_bytes() - before
     return out
+
+
+def _runtime() -> Any:
+    """ExecuTorch's runtime. Its first import warns about optional CUDA kernels, and its
+    thread pool probes the CPU and logs that when first used: both happen here, inside
+    ``logs.quiet``, instead of in the middle of a user's first generation."""
+    with logs.quiet(native=True):
+        from executorch.extension.pybindings import portable_lib
+        from executorch.runtime import Runtime
+
+        count = getattr(portable_lib, "_threadpool_get_thread_count", None)
+        if count is not None:
+            count()  # creates the pool
+    return Runtime.get()
 
 
 def _run_constant(program: Any, name: str) -> list[Any]:
@@ -158,10 +173,11 @@ def _run_constant(program: Any, name: str) -> list[Any]:
 def open_artifact(path: str | Path, expect: str | None = None) -> OpenedArtifact:
     """Load a ``.pte`` and read its metadata; ``expect`` is "target" or "draft" when known."""
     p = check_artifact(path)
-    from executorch.runtime import Runtime
-
+    runtime = _runtime()
     try:
-        program = Runtime.get().load_program(p)
+        # The loader logs its diagnostics on stderr itself; ours is the one-line error.
+        with logs.quiet(native=True):
+            program = runtime.load_program(p)
     except Exception as e:  # the loader raises bare RuntimeError/ValueError on bad files
         raise ArtifactError(message("cannot_load", path=p, error=e)) from None
     try:

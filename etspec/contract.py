@@ -71,6 +71,9 @@ def extend_method_name(width: int, widest: int) -> str:
 TOKENIZER_JSON = "tokenizer_json"
 
 KV_STRATEGIES = ("position-overwrite", "scratch-commit")
+# gemma4-assistant: the drafter lives in the target .pte (export target --assistant); in
+# reference mode --draft names the assistant checkpoint folder.
+DRAFT_METHOD_CHOICES = ("eagle3", "prompt-lookup", "gemma4-assistant")
 HIDDEN_POINTS = ("layer_input", "final_norm")
 BACKENDS = ("xnnpack", "portable")
 DTYPES = ("fp32", "8da4w")
@@ -104,12 +107,58 @@ MESSAGES = {
     "target has {actual}; export the draft against this target",
     "tokenizer_mismatch": "draft/target mismatch: the draft was exported for a target with "
     "tokenizer {expected}, the target has {actual}; export the draft against this target",
+    # Sampling from target logits nothing can be drawn from (the Python runtime's
+    # SamplingError, the C++ runner's Sampler::target_probs).
+    "target_logits_nan": "the target logits hold NaN or a row without a finite value; nothing "
+    "can be sampled from them (the model or its export is broken: check it with etspec "
+    "validate)",
 }
 
 
 def message(key: str, **fields: Any) -> str:
     """``MESSAGES[key]`` with its ``{field}`` placeholders filled in."""
     return MESSAGES[key].format(**fields)
+
+
+# Names users bring from other runtimes, accepted beside ours (ours stay the documented
+# ones): our option -> (alias, where the name comes from). `etspec` (export, generate,
+# validate, bench), the C++ runner (through the generated header) and the README's table
+# all read this one table.
+OPTION_ALIASES: dict[str, tuple[tuple[str, str], ...]] = {
+    "--num-spec-tokens": (
+        ("--num-speculative-tokens", "vLLM `num_speculative_tokens`"),
+        ("--draft-max", "llama.cpp `--draft-max`"),
+    ),
+    "--draft-topk": (
+        ("--speculative-eagle-topk", "SGLang `--speculative-eagle-topk`"),
+        ("--topk", "etspec's earlier name (it sat beside sampling's `--top-k`)"),
+        ("--top-k-draft", "etspec's earlier name"),
+    ),
+    "--num-steps": (("--speculative-num-steps", "SGLang `--speculative-num-steps`"),),
+    "--total-tokens": (
+        ("--speculative-num-draft-tokens", "SGLang `--speculative-num-draft-tokens`"),
+        ("--num-draft-tokens", "SGLang, short form"),
+    ),
+    "--max-ngram": (("--prompt-lookup-max", "vLLM `prompt_lookup_max`"),),
+    "--min-ngram": (("--prompt-lookup-min", "vLLM `prompt_lookup_min`"),),
+    "--max-seq": (
+        ("--max-context-length", "ExecuTorch `max_context_length`"),
+        ("--ctx-size", "llama.cpp `--ctx-size`"),
+    ),
+    "--max-new-tokens": (
+        ("--max-tokens", "vLLM / OpenAI `max_tokens`"),
+        ("--n-predict", "llama.cpp `--n-predict`"),
+    ),
+    "--temperature": (("--temp", "llama.cpp `--temp`"),),
+    "--prompt-file": (("--file", "llama.cpp `--file`"),),
+}
+# Draft method names of other runtimes: alias -> ours.
+DRAFT_METHOD_ALIASES = {"ngram": "prompt-lookup"}
+
+
+def alias_names(option: str) -> tuple[str, ...]:
+    """The aliases accepted for ``option`` (none for an option without any)."""
+    return tuple(a for a, _ in OPTION_ALIASES.get(option, ()))
 
 
 # Draft expectation checked against the target at pairing: (what, draft field, target field).
@@ -355,6 +404,10 @@ def cpp_header() -> str:
         "inline constexpr const char* kKvStrategies[] = {"
         + ", ".join(q(k) for k in KV_STRATEGIES)
         + "};",
+        "// alias -> our option name (OPTION_ALIASES).",
+        "inline constexpr std::pair<const char*, const char*> kOptionAliases[] = {",
+        *(f"    {{{q(a)}, {q(o)}}}," for o, aliases in OPTION_ALIASES.items() for a, _ in aliases),
+        "};",
         "inline constexpr std::pair<const char*, const char*> kMessages[] = {",
         *(f"    {{{q(k)}, {q(v)}}}," for k, v in MESSAGES.items()),
         "};",

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from etspec import logs
 from etspec.artifact import seal
 from etspec.contract import BACKENDS, DTYPES
 from etspec.errors import ExportError, OutputExistsError
@@ -72,6 +73,19 @@ def lower(
     own stale copy of the cache. ``share_cache=False`` exists only so tests can prove they
     detect that failure.
     """
+    # torch.export warns about its own internals (buffer mutations, deprecations) and
+    # ExecuTorch's imports about optional CUDA kernels: logged, not shown (etspec.logs).
+    with logs.quiet():
+        return _lower(methods, constant_methods, backend, desc, share_cache)
+
+
+def _lower(
+    methods: dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]],
+    constant_methods: dict[str, Any],
+    backend: str,
+    desc: str,
+    share_cache: bool,
+) -> bytes:
     from executorch.exir import (
         EdgeCompileConfig,
         ExecutorchBackendConfig,
@@ -85,7 +99,9 @@ def lower(
 
         partitioner = [XnnpackPartitioner()]
     exported = {}
-    with torch.no_grad(), tqdm(total=len(methods) + 2, desc=desc, unit="step", leave=False) as bar:
+    # disable=None: a bar on a terminal only, not in logs and pipes.
+    bar_args: dict[str, Any] = {"unit": "step", "leave": False, "disable": None}
+    with torch.no_grad(), tqdm(total=len(methods) + 2, desc=desc, **bar_args) as bar:
         for name, (module, example) in methods.items():
             bar.set_postfix_str(f"export {name}")
             exported[name] = torch.export.export(module, example, strict=False)

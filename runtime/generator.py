@@ -70,6 +70,10 @@ class TokenGenerator(Protocol):
         """Bytes this generator adds beyond the target (e.g. draft weights and KV)."""
         ...
 
+    def programs(self) -> tuple[Program, ...]:
+        """The programs this generator runs besides the target (e.g. the draft's)."""
+        ...
+
 
 class TextTokenGenerator:
     """Target-only decoding: one ``target_decode`` call per token."""
@@ -82,6 +86,9 @@ class TextTokenGenerator:
 
     def memory(self) -> dict[str, int]:
         return {}
+
+    def programs(self) -> tuple[Program, ...]:
+        return ()
 
     def generate(self, ctx: GenerationContext, sink: TokenSink) -> None:
         token, position = ctx.first_token, len(ctx.prompt)

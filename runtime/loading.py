@@ -7,16 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from etspec.contract import DRAFT_METHOD_CHOICES
 from etspec.errors import EtspecError
 from etspec.runtime.program import Program, PteProgram, load_pair
 from etspec.runtime.runner import TextLLMRunner
 from etspec.runtime.speculative.dispatcher import StepCosts, TreeSettings, measure_costs
 from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 from etspec.runtime.speculative.shapes import TreePolicy
-
-# gemma4-assistant: the drafter lives in the target .pte (export target --assistant); in
-# reference mode --draft names the assistant checkpoint folder.
-DRAFT_METHODS = ("eagle3", "prompt-lookup", "gemma4-assistant")
 
 
 @dataclass(frozen=True)
@@ -28,6 +25,8 @@ class RunnerSpec:
     kv_strategy: str = "position-overwrite"
     # The EAGLE-3 draft attends to this many latest positions only (an ablation); None: all.
     draft_window: int | None = None
+    # prompt-lookup: (shortest, longest) n-gram matched; None: the runner's default.
+    ngram: tuple[int | None, int | None] = (None, None)
     reference: bool = False  # target/draft are checkpoint folders run eagerly
     device: str = "cpu"
     # Static shapes of reference-mode programs (a .pte carries its own).
@@ -68,9 +67,9 @@ def load_programs(spec: RunnerSpec) -> tuple[Program, Program | None]:
 
 
 def _check_method(spec: RunnerSpec) -> None:
-    if spec.draft_method not in DRAFT_METHODS:
+    if spec.draft_method not in DRAFT_METHOD_CHOICES:
         raise EtspecError(
-            f"unknown draft method {spec.draft_method!r}; choose {', '.join(DRAFT_METHODS)}"
+            f"unknown draft method {spec.draft_method!r}; choose {', '.join(DRAFT_METHOD_CHOICES)}"
         )
     if spec.draft_method == "prompt-lookup" and spec.draft is not None:
         raise EtspecError("--draft-method prompt-lookup uses no draft file; drop --draft")
@@ -82,6 +81,10 @@ def _check_method(spec: RunnerSpec) -> None:
     if spec.draft_method == "gemma4-assistant" and spec.reference and spec.draft is None:
         raise EtspecError(
             "--draft-method gemma4-assistant with --reference needs --draft ASSISTANT_DIR"
+        )
+    if spec.ngram != (None, None) and spec.draft_method != "prompt-lookup":
+        raise EtspecError(
+            "--min-ngram/--max-ngram size prompt lookup; add --draft-method prompt-lookup"
         )
     if spec.draft_window is not None and (spec.draft_method != "eagle3" or spec.draft is None):
         raise EtspecError("--draft-window truncates an EAGLE-3 draft's attention; give --draft")
@@ -120,7 +123,10 @@ def speculative_runner(
     else:
         from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner
 
-        runner = PromptLookupDraftRunner(meta.vocab_size)
+        lo, hi = spec.ngram
+        runner = PromptLookupDraftRunner(
+            meta.vocab_size, max_ngram=hi or max(3, lo or 1), min_ngram=lo or 1
+        )
 
     def calibrate() -> StepCosts:
         return measure_costs(target, draft)

@@ -7,12 +7,14 @@ npu). Callers never branch on which one they hold.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 from torch import nn
 
+from etspec import logs
 from etspec.artifact import OpenedArtifact, open_artifact
 from etspec.contract import (
     DRAFT_D2T,
@@ -28,6 +30,9 @@ class Program(Protocol):
     """A set of named methods over one shared state (the KV caches)."""
 
     metadata: TargetMetadata | DraftMetadata
+    #: Held by a runner while it generates over this program: every runner built over one
+    #: load shares its caches, so they take turns (one generation per program at a time).
+    lock: threading.Lock
 
     def run(self, method: str, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]: ...
 
@@ -46,14 +51,17 @@ class PteProgram:
     def __init__(self, artifact: OpenedArtifact) -> None:
         self.artifact = artifact
         self.metadata = artifact.metadata
+        self.lock = threading.Lock()
         self._methods: dict[str, Any] = {}
 
     @classmethod
     def load(cls, path: str | Path, expect: str | None = None) -> PteProgram:
         program = cls(open_artifact(path, expect))
         constants = {*program.metadata.constant_methods(), TOKENIZER_JSON, DRAFT_D2T}
-        for name in sorted(program.method_names() - constants):
-            program._method(name)
+        # The first method load probes the CPU and logs it on stderr (etspec.logs).
+        with logs.quiet(native=True):
+            for name in sorted(program.method_names() - constants):
+                program._method(name)
         return program
 
     @property
@@ -98,6 +106,7 @@ class EagerProgram:
         self.device = torch.device(device)
         self.methods = {name: m.to(self.device) for name, m in methods.items()}
         self.metadata = metadata
+        self.lock = threading.Lock()
         self._constants = constants or {}
         self.model: nn.Module | None = None  # set by the builders; reference checks read it
 

@@ -28,6 +28,42 @@ from etspec.runtime.tokenizer import StreamDecoder, Tokenizer
 TokenCallback = Callable[[list[int], str], None]
 
 
+@dataclass
+class GenerationConfig:
+    """ExecuTorch's ``GenerationConfig``, field for field, so code written against its
+    ``TextLLMRunner`` (``runner.generate(prompt, config, token_callback, stats_callback)``)
+    runs here unchanged; an ExecuTorch ``GenerationConfig`` object is accepted as well.
+
+    ``max_new_tokens`` and ``seq_len`` (prompt + new tokens) of -1 mean "what the context
+    holds"; ``echo`` streams the prompt's text to ``token_callback`` first; ``warming`` marks
+    a warm-up run, whose text is not streamed. The defaults are ExecuTorch's (it samples at
+    temperature 0.8); etspec's own ``SamplingConfig`` defaults to greedy. ``num_bos`` and
+    ``num_eos`` must stay 0: the prompt gets the special tokens its ``tokenizer.json``
+    declares.
+    """
+
+    echo: bool = True
+    max_new_tokens: int = -1
+    warming: bool = False
+    seq_len: int = -1
+    temperature: float = 0.8
+    num_bos: int = 0
+    num_eos: int = 0
+
+    def resolve_max_new_tokens(self, max_context_len: int, num_tokens_occupied: int) -> int:
+        """New tokens to generate after ``num_tokens_occupied`` prompt tokens (ExecuTorch's
+        rule: the tightest of max_new_tokens, seq_len and the context)."""
+        return _resolve_max_new_tokens(self, max_context_len, num_tokens_occupied)
+
+
+def _resolve_max_new_tokens(config: Any, max_context_len: int, occupied: int) -> int:
+    limit = max_context_len if config.seq_len == -1 else min(config.seq_len, max_context_len)
+    room = limit - occupied
+    if config.max_new_tokens != -1:
+        room = min(room, config.max_new_tokens)
+    return max(0, room)
+
+
 class GenerationError(EtspecError):
     """A generation request the runner cannot serve (bad prompt, budget, batch)."""
 
@@ -36,7 +72,7 @@ class GenerationError(EtspecError):
 class GenerationResult:
     token_ids: list[int]  # the new tokens (EOS included when it ended generation)
     text: str
-    stop_reason: str  # "eos" | "max_new_tokens" | "callback"
+    stop_reason: str  # "eos" | "max_new_tokens" | "callback" | "stop" (runner.stop())
     stats: GenerationStats
     logits: torch.Tensor | None = None  # [n, V] raw target logits per token, when recorded
     prompt_ids: list[int] = field(default_factory=list)
@@ -64,6 +100,7 @@ class _Sink:
         decoder: StreamDecoder | None,
         callback: TokenCallback | None,
         record_logits: bool,
+        stop: threading.Event,
     ) -> None:
         self.history = list(prompt)
         self.new: list[int] = []
@@ -72,6 +109,7 @@ class _Sink:
         self.decoder = decoder
         self.callback = callback
         self.record = record_logits
+        self.stop = stop
         self.logits: list[torch.Tensor] = []
         self.stop_reason = ""
         self.last_emission = 0  # tokens kept from the final emission
@@ -97,9 +135,25 @@ class _Sink:
             piece = self.decoder.push(take) if self.decoder else ""
             if self.callback(take, piece) is False:
                 self.stop_reason = self.stop_reason or "callback"
+        if self.stop.is_set():
+            self.stop_reason = self.stop_reason or "stop"
         if not self.stop_reason and len(self.new) >= self.max_new:
             self.stop_reason = "max_new_tokens"
         return not self.stop_reason
+
+
+def _with_text_callback(
+    callback: TokenCallback | None, text_callback: Callable[[str], None]
+) -> TokenCallback:
+    """``callback`` (if any) and then ``text_callback`` with each non-empty text piece."""
+
+    def both(ids: list[int], text: str) -> bool | None:
+        keep = callback(ids, text) if callback is not None else None
+        if text:
+            text_callback(text)
+        return keep
+
+    return both
 
 
 class TextLLMRunner:
@@ -123,7 +177,12 @@ class TextLLMRunner:
             tokenizer = Tokenizer(data) if data else None
         self.tokenizer = tokenizer
         self.reference = reference
-        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        # Runners built over one load share its programs (and their caches): a generation
+        # holds the lock of every program it runs, so a second runner over the same load is
+        # refused while one generates. Ordered by id, so two runners never wait on each other.
+        programs = {id(p): p for p in (target, *self.generator.programs())}
+        self._locks = [programs[k].lock for k in sorted(programs)]
 
     @classmethod
     def from_pte(
@@ -134,15 +193,19 @@ class TextLLMRunner:
         tree: str = "auto",
         num_spec_tokens: int = 3,
         kv_strategy: str = "position-overwrite",
+        num_speculative_tokens: int | None = None,
     ) -> TextLLMRunner:
         """Load a target ``.pte`` (and, for speculation, its EAGLE-3 draft ``.pte``).
 
-        ``tree`` is ``chain`` (``num_spec_tokens`` long), ``static``, ``dynamic`` or
-        ``auto`` (the budget dispatcher); ``RunnerSpec``/``TreeSettings`` take every option.
+        ``tree`` is ``chain`` (``num_spec_tokens`` long; vLLM's ``num_speculative_tokens``
+        is accepted too), ``static``, ``dynamic`` or ``auto`` (the budget dispatcher);
+        ``RunnerSpec``/``TreeSettings`` take every option.
         """
         from etspec.runtime.loading import RunnerSpec, load_runners
         from etspec.runtime.speculative.dispatcher import TreeSettings
 
+        if num_speculative_tokens is not None:
+            num_spec_tokens = num_speculative_tokens
         spec = RunnerSpec(
             Path(target),
             Path(draft) if draft is not None else None,
@@ -186,28 +249,135 @@ class TextLLMRunner:
     def generate(
         self,
         prompt: str | Sequence[int] | torch.Tensor,
-        max_new_tokens: int = 128,
-        sampling: SamplingConfig | None = None,
+        max_new_tokens: int | GenerationConfig | None = None,
+        sampling: SamplingConfig | Callable[[str], None] | None = None,
+        stats_callback: Callable[[GenerationStats], None] | None = None,
         *,
+        config: GenerationConfig | None = None,
+        token_callback: Callable[[str], None] | None = None,
         processors: Sequence[LogitsProcessor] = (),
         callback: TokenCallback | None = None,
         ignore_eos: bool = False,
         record_logits: bool = False,
         trace: bool = False,
     ) -> GenerationResult:
-        """Generate up to ``max_new_tokens`` tokens after ``prompt`` (text or token ids).
+        """Generate up to ``max_new_tokens`` (default 128) tokens after ``prompt`` (text or
+        token ids), greedy unless ``sampling`` says otherwise.
 
-        ``trace`` records every speculative step in ``stats.steps`` (shape, accepted
-        length, seconds and stage seconds)."""
-        if not self._lock.acquire(blocking=False):
+        ``callback(ids, text)`` streams each batch of new ids with the text they complete;
+        returning False stops generation, as does ``stop()`` from another thread. ``trace``
+        records every speculative step in ``stats.steps`` (shape, accepted length, seconds
+        and stage seconds).
+
+        ExecuTorch's ``TextLLMRunner.generate(prompt, config, token_callback,
+        stats_callback)`` works too, by keyword or in that order: ``config`` is a
+        ``GenerationConfig`` (ours or ExecuTorch's), ``token_callback(text)`` gets each
+        text piece and ``stats_callback(stats)`` the ``GenerationStats`` at the end."""
+        if max_new_tokens is not None and not isinstance(max_new_tokens, int):
+            config, max_new_tokens = max_new_tokens, None  # ExecuTorch's positional config
+        if callable(sampling):
+            token_callback, sampling = sampling, None  # ExecuTorch's positional callback
+        if config is not None:
+            if sampling is not None or max_new_tokens is not None:
+                raise GenerationError(
+                    "give a GenerationConfig or max_new_tokens/sampling, not both"
+                )
+            return self._generate_with_config(
+                prompt, config, token_callback, stats_callback, callback, processors,
+                ignore_eos, record_logits, trace,
+            )  # fmt: skip
+        if token_callback is not None:
+            callback = _with_text_callback(callback, token_callback)
+        result = self._locked_generate(
+            prompt,
+            128 if max_new_tokens is None else max_new_tokens,
+            sampling or SamplingConfig(),
+            processors,
+            callback,
+            ignore_eos,
+            record_logits,
+            trace,
+        )
+        if stats_callback is not None:
+            stats_callback(result.stats)
+        return result
+
+    def _generate_with_config(
+        self,
+        prompt: str | Sequence[int] | torch.Tensor,
+        config: Any,
+        token_callback: Callable[[str], None] | None,
+        stats_callback: Callable[[GenerationStats], None] | None,
+        callback: TokenCallback | None,
+        processors: Sequence[LogitsProcessor],
+        ignore_eos: bool,
+        record_logits: bool,
+        trace: bool,
+    ) -> GenerationResult:
+        """``generate`` driven by an ExecuTorch-style ``GenerationConfig``."""
+        if getattr(config, "num_bos", 0) or getattr(config, "num_eos", 0):
             raise GenerationError(
-                "this runner is already generating in another thread; use one runner per thread"
+                "GenerationConfig num_bos/num_eos must be 0: etspec adds the special tokens "
+                "the target's tokenizer.json declares"
             )
+        ids = self.encode(prompt)
+        budget = _resolve_max_new_tokens(config, self.meta.max_context, len(ids))
+        if budget < 1:
+            raise GenerationError(
+                f"GenerationConfig leaves no room for new tokens after a {len(ids)}-token "
+                f"prompt (seq_len {config.seq_len}, max_new_tokens {config.max_new_tokens}, "
+                f"context {self.meta.max_context}); raise seq_len or shorten the prompt"
+            )
+        streamed = token_callback if not getattr(config, "warming", False) else None
+        if streamed is not None and getattr(config, "echo", False) and isinstance(prompt, str):
+            streamed(prompt)
+        if streamed is not None:
+            callback = _with_text_callback(callback, streamed)
+        sampling = SamplingConfig(temperature=float(config.temperature))
+        result = self._locked_generate(
+            ids, budget, sampling, processors, callback, ignore_eos, record_logits, trace
+        )
+        if stats_callback is not None:
+            stats_callback(result.stats)
+        return result
+
+    def stop(self) -> None:
+        """Ask a running ``generate`` (in another thread, or a callback) to stop after the
+        tokens of its current step; its result then has ``stop_reason == "stop"``."""
+        self._stop.set()
+
+    def get_vocab_size(self) -> int:
+        """The target's vocabulary size (ExecuTorch's ``TextLLMRunner`` name)."""
+        return self.meta.vocab_size
+
+    def _locked_generate(
+        self,
+        prompt: str | Sequence[int] | torch.Tensor,
+        max_new_tokens: int,
+        sampling: SamplingConfig,
+        processors: Sequence[LogitsProcessor],
+        callback: TokenCallback | None,
+        ignore_eos: bool,
+        record_logits: bool,
+        trace: bool,
+    ) -> GenerationResult:
+        held = []
+        for lock in self._locks:
+            if not lock.acquire(blocking=False):
+                for h in reversed(held):
+                    h.release()
+                raise GenerationError(
+                    "this runner, or another runner over the same loaded programs, is "
+                    "generating in another thread; give each thread its own load "
+                    "(TextLLMRunner.from_pte or load_runners)"
+                )
+            held.append(lock)
+        self._stop.clear()
         try:
             return self._generate(
                 prompt,
                 max_new_tokens,
-                sampling or SamplingConfig(),
+                sampling,
                 processors,
                 callback,
                 ignore_eos,
@@ -215,7 +385,8 @@ class TextLLMRunner:
                 trace,
             )
         finally:
-            self._lock.release()
+            for h in reversed(held):
+                h.release()
 
     def _generate(
         self,
@@ -252,7 +423,7 @@ class TextLLMRunner:
         stats = GenerationStats(prompt_tokens=len(ids))
         eos = set() if ignore_eos else set(self.meta.eos_token_ids)
         decoder = StreamDecoder(self.tokenizer) if self.tokenizer else None
-        sink = _Sink(ids, max_new_tokens, eos, decoder, callback, record_logits)
+        sink = _Sink(ids, max_new_tokens, eos, decoder, callback, record_logits, self._stop)
         t0 = time.perf_counter()
         self.reset()
         with stats.stage("prefill"):
@@ -270,11 +441,11 @@ class TextLLMRunner:
         stats.total_s = time.perf_counter() - t0
         stats.generated_tokens = len(sink.new)
         stats.memory = self.memory()
+        text = self.tokenizer.decode(sink.new) if self.tokenizer else ""
         if callback is not None and decoder is not None:
-            tail = decoder.flush()
+            tail = decoder.flush(text)
             if tail:
                 callback([], tail)
-        text = self.tokenizer.decode(sink.new) if self.tokenizer else ""
         return GenerationResult(
             token_ids=sink.new,
             text=text,

@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from etspec.contract import message
 from etspec.errors import EtspecError
 
 
@@ -135,11 +136,7 @@ class Sampler:
         finite logit) with a clear error instead of a failure inside ``multinomial``."""
         probs = self.probs(logits)
         if not bool(torch.isfinite(probs).all()):
-            raise SamplingError(
-                "the target logits hold NaN or a row without a finite value; nothing can be "
-                "sampled from them (the model or its export is broken: check it with "
-                "etspec validate)"
-            )
+            raise SamplingError(message("target_logits_nan"))
         return probs
 
     def draw(self, probs: torch.Tensor) -> torch.Tensor:

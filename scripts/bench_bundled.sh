@@ -7,8 +7,7 @@
 # 2 cores; keep the machine otherwise idle. STAGES="main window sweep" picks parts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-log=$(mktemp)
-python3 -m pip install -q -e '.[bench,peers]' >"$log" 2>&1 || { cat "$log"; exit 1; }
+source scripts/env.sh bench,peers
 work=${ETSPEC_WORK:-.etspec-cache}
 bash scripts/export_bundled.sh "$work"
 target=checkpoints/etspec-code-14m

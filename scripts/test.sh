@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The README test command: install with test extras, lint, run the default (fast) test suite.
+# The README test command: make/refresh the project venv (.venv/) with the test extras,
+# lint, run the default (fast) test suite. Arguments go to pytest (-m slow, -k ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q -e '.[test]' >/dev/null
-python3 -m ruff check .
-python3 -m pytest -q "$@"
+source scripts/env.sh test
+python -m ruff check .
+python -m pytest -q "$@"

@@ -7,7 +7,7 @@
 # copied to the GPU machine and passed as DATA_ROOT (another Python version gives other data).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install -q -e . >/dev/null
+source scripts/env.sh
 target=checkpoints/etspec-code-14m
 data=()
 if [ -n "${DATA_ROOT:-}" ]; then data=(--data-root "$DATA_ROOT"); fi

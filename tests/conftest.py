@@ -54,8 +54,9 @@ class Artifacts:
         if name not in self._targets:
             ckpt = self.root / name
             hf = make_hf_target(name, ckpt, config=TREE_CONFIG_OF.get(name, name))
-            if name == "mistral_tied":  # one target carries a tokenizer, as real ones do
-                write_tokenizer(ckpt, TARGET_CONFIGS[name]["vocab_size"])
+            if name in WITH_TOKENIZER:  # as real targets do
+                vocab = TARGET_CONFIGS[TREE_CONFIG_OF.get(name, name)]["vocab_size"]
+                write_tokenizer(ckpt, vocab)
             pte = self.root / f"{name}.pte"
             export_target(ckpt, pte, EXPORT_OPTIONS[name])
             self._targets[name] = TargetCase(name, ckpt, pte, hf, EXPORT_OPTIONS[name])
@@ -84,13 +85,19 @@ class Artifacts:
         spec = Eagle3Spec(target_vocab=32, draft_vocab=24, aux_layer_ids=None, intermediate=64)
         return self._pair(target, f"eagle3_{target}", spec, step_width=4)
 
+    def text_pair(self) -> DraftCase:
+        """The 16-token pair with a (word-level) tokenizer in the target: text in and out."""
+        return self._pair("llama_small_text", "eagle3_small_text", SMALL_VOCAB_DRAFT, 4)
+
     def tree_draft(self) -> DraftCase:
         """The 16-token pair compiled for trees: verify widths 16 and 72, draft step width 4."""
         return self._pair("llama_tree", "eagle3_tree", SMALL_VOCAB_DRAFT, step_width=4)
 
 
 # Export variants that reuse another entry's model config (and weights: same seed).
-TREE_CONFIG_OF = {"llama_tree": "llama_small_vocab"}
+TREE_CONFIG_OF = {"llama_tree": "llama_small_vocab", "llama_small_text": "llama_small_vocab"}
+# Targets whose checkpoint ships a tokenizer.json (embedded in the .pte at export).
+WITH_TOKENIZER = {"mistral_tied", "llama_small_text"}
 
 
 @pytest.fixture(scope="session")

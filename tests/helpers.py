@@ -130,6 +130,9 @@ class ScriptedDraftRunner:
     def memory(self) -> dict[str, int]:
         return {}
 
+    def programs(self) -> tuple:  # type: ignore[type-arg]
+        return ()
+
     def reset(self) -> None:
         self.history, self.step = [], 0
 

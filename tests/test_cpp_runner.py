@@ -169,3 +169,36 @@ def test_bad_arguments_are_one_line_errors(  # type: ignore[no-untyped-def]
     assert res.returncode in (1, 2) and res.stdout == ""
     lines = res.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+
+
+def test_nan_target_logits_are_refused_when_sampling_with_python_s_message(  # type: ignore[no-untyped-def]
+    artifacts, runner_bin: Path, tmp_path: Path
+) -> None:
+    """Finite weights whose logits overflow to +-inf leave nothing to sample from: both
+    runtimes refuse with the contract's one line instead of drawing from NaN weights."""
+    import shutil
+
+    from click.testing import CliRunner
+    from safetensors.torch import load_file, save_file
+
+    from etspec.cli import main
+    from etspec.contract import message
+    from etspec.export.export_target import TargetExportOptions, export_target
+
+    case = artifacts.target("llama_small_vocab")
+    ckpt = tmp_path / "overflowing"
+    shutil.copytree(case.checkpoint, ckpt)
+    weights = load_file(ckpt / "model.safetensors")
+    key = "lm_head.weight" if "lm_head.weight" in weights else "model.embed_tokens.weight"
+    w = weights[key]
+    weights[key] = torch.where(torch.randn_like(w) > 0, 3e38, -3e38)  # finite, as weights go
+    save_file(weights, ckpt / "model.safetensors", metadata={"format": "pt"})
+    pte = tmp_path / "overflowing.pte"
+    export_target(ckpt, pte, TargetExportOptions(backend="portable", max_seq=32, prefill_chunk=8,
+                                                 verify_width=4))  # fmt: skip
+    want = f"error: {message('target_logits_nan')}"
+    args = ["--prompt-ids", "3,1,4", "--temperature", "1", "--seed", "0"]
+    res = _run(runner_bin, "--target", str(pte), *args)
+    assert res.returncode == 1 and res.stderr.splitlines() == [want], res.stderr
+    py = CliRunner().invoke(main, ["generate", "--target", str(pte), *args])
+    assert py.exit_code == 1 and py.output.splitlines() == [want], py.output

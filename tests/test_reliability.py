@@ -372,9 +372,15 @@ def test_two_runners_in_two_threads_give_the_ids_they_give_alone(files) -> None:
         assert results[i] == alone[i] * 3
 
 
-def test_one_runner_used_from_two_threads_refuses_the_second(loaded) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("second_runner", [1, 0], ids=["same runner", "other runner of the load"])
+def test_runners_of_one_load_refuse_a_second_thread(loaded, second_runner: int) -> None:  # type: ignore[no-untyped-def]
+    """The speculative runner generates in one thread; the same runner, or the target-only
+    runner built over the same programs, is refused from another with one line, and the
+    running request is not disturbed (their KV writes would otherwise interleave)."""
     runner: TextLLMRunner = loaded[1]
+    other: TextLLMRunner = loaded[second_runner]
     before = runner.generate(PROMPT, 20, ignore_eos=True).token_ids
+    other_before = other.generate(PROMPT, 4, ignore_eos=True).token_ids
     inside, release = threading.Event(), threading.Event()
     out: dict[str, Any] = {}
 
@@ -388,13 +394,15 @@ def test_one_runner_used_from_two_threads_refuses_the_second(loaded) -> None:  #
     t = threading.Thread(target=first)
     t.start()
     assert inside.wait(timeout=30)
-    second: Callable[[], Any] = lambda: runner.generate(PROMPT, 4)  # noqa: E731
-    with pytest.raises(GenerationError, match="already generating in another thread"):
+    second: Callable[[], Any] = lambda: other.generate(PROMPT, 4)  # noqa: E731
+    with pytest.raises(GenerationError) as err:
         second()
+    _assert_one_line(str(err.value), "generating in another thread", "its own load")
     release.set()
     t.join()
     assert out["ids"] == before  # the refused call did not disturb the running one
     assert runner.generate(PROMPT, 20, ignore_eos=True).token_ids == before
+    assert other.generate(PROMPT, 4, ignore_eos=True).token_ids == other_before
 
 
 # --- soak (the full run is scripts/soak.py on the bundled pair) ------------------------------

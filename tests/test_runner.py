@@ -107,6 +107,57 @@ def test_callback_returning_false_stops(small) -> None:  # type: ignore[no-untyp
     assert len(out.token_ids) < 20
 
 
+def test_stop_from_another_thread_ends_generation_after_the_current_step(small) -> None:  # type: ignore[no-untyped-def]
+    import threading
+
+    _, spec = small
+    full = spec.generate(PROMPT, 40, ignore_eos=True).token_ids
+    started = threading.Event()
+
+    def on_tokens(ids: list[int], text: str) -> None:
+        if not started.is_set():
+            started.set()
+            stopper = threading.Thread(target=spec.stop)
+            stopper.start()
+            stopper.join()
+
+    out = spec.generate(PROMPT, 40, ignore_eos=True, callback=on_tokens)
+    assert out.stop_reason == "stop"
+    assert 1 <= len(out.token_ids) < 40 and out.token_ids == full[: len(out.token_ids)]
+    # The next request is not stopped by the earlier stop().
+    assert spec.generate(PROMPT, 40, ignore_eos=True).token_ids == full
+
+
+def test_executorch_style_generate_config_and_callbacks(artifacts) -> None:  # type: ignore[no-untyped-def]
+    """Code written against ExecuTorch's TextLLMRunner runs unchanged: generate(prompt,
+    config, token_callback, stats_callback), positionally or by keyword."""
+    from etspec.runtime.runner import GenerationConfig
+
+    runner = TextLLMRunner.from_pte(artifacts.text_pair().target.pte)
+    prompt = "w3 w1 w4"
+    assert runner.get_vocab_size() == 16
+    want = runner.generate(prompt, 10, ignore_eos=True)
+    pieces: list[str] = []
+    stats: list = []  # type: ignore[type-arg]
+    config = GenerationConfig(max_new_tokens=10, temperature=0.0, echo=True)
+    out = runner.generate(prompt, config, pieces.append, stats.append, ignore_eos=True)
+    assert out.token_ids == want.token_ids
+    assert "".join(pieces) == prompt + want.text  # echo: the prompt's text comes first
+    assert len(stats) == 1 and stats[0].generated_tokens == 10
+    # Keywords, seq_len bounding prompt + new tokens, a warm-up run streaming nothing.
+    n = len(runner.encode(prompt))
+    pieces.clear()
+    warm = GenerationConfig(seq_len=n + 4, temperature=0.0, warming=True)
+    out = runner.generate(prompt, config=warm, token_callback=pieces.append, ignore_eos=True)
+    assert out.token_ids == want.token_ids[:4] and pieces == []
+    # -1 everywhere: what the context holds.
+    assert GenerationConfig().resolve_max_new_tokens(96, n) == 96 - n
+    with pytest.raises(GenerationError, match="num_bos/num_eos must be 0"):
+        runner.generate(prompt, GenerationConfig(num_bos=1))
+    with pytest.raises(GenerationError, match="not both"):
+        runner.generate(prompt, config=config, max_new_tokens=4)
+
+
 def test_stats_and_memory_are_reported(small) -> None:  # type: ignore[no-untyped-def]
     _, spec = small
     st = spec.generate(PROMPT, 20, ignore_eos=True).stats

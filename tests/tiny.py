@@ -149,6 +149,10 @@ EXPORT_OPTIONS: dict[str, TargetExportOptions] = {
     "llama_small_vocab": TargetExportOptions(
         backend="xnnpack", max_seq=64, prefill_chunk=8, verify_width=8
     ),
+    # The same 16-token model with a tokenizer (text prompts); portable: a fast export.
+    "llama_small_text": TargetExportOptions(
+        backend="portable", max_seq=96, prefill_chunk=8, verify_width=8
+    ),
     # The same 16-token model compiled for trees of up to 64 draft nodes, with a narrower
     # verify method that small trees use instead.
     "llama_tree": TargetExportOptions(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from etspec.contract import HiddenStateSpec, TargetMetadata
+from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
 
 if TYPE_CHECKING:
@@ -95,3 +96,7 @@ class SpeculativeDraftRunner(ABC):
     def memory(self) -> dict[str, int]:
         """Bytes the draft adds: weights and KV cache."""
         return {}
+
+    def programs(self) -> tuple[Program, ...]:
+        """The programs this runner calls (their locks are held while a runner generates)."""
+        return ()

@@ -67,6 +67,9 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
                 f"target has {target.vocab_size}; export the draft against this target"
             )
 
+    def programs(self) -> tuple[Program, ...]:
+        return (self.program,)
+
     def memory(self) -> dict[str, int]:
         return {
             "draft_weights_bytes": self.program.weights_bytes(),

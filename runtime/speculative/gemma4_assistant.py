@@ -44,6 +44,9 @@ class Gemma4AssistantDraftRunner(SpeculativeDraftRunner):
     def reset(self) -> None:
         self._pos = 0
 
+    def programs(self) -> tuple[Program, ...]:
+        return (self.program,)
+
     def memory(self) -> dict[str, int]:
         return {"draft_kv_bytes": 0}
 

@@ -9,6 +9,7 @@ import torch
 from etspec.contract import TargetMetadata
 from etspec.errors import EtspecError
 from etspec.runtime.generator import GenerationContext, TokenSink
+from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler, check_replayable
 from etspec.runtime.speculative.draft_runner import (
     Acceptance,
@@ -63,6 +64,9 @@ class SpeculativeTokenGenerator:
 
     def memory(self) -> dict[str, int]:
         return self.draft.memory()
+
+    def programs(self) -> tuple[Program, ...]:
+        return self.draft.programs()
 
     def generate(self, ctx: GenerationContext, sink: TokenSink) -> None:
         stats, sampler, draft, policy = ctx.stats, ctx.sampler, self.draft, self.policy

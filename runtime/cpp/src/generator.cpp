@@ -335,7 +335,7 @@ void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& o
             break;
           }
         } else {
-          auto p = sampler.probs(logits.row(node), v);
+          auto p = sampler.target_probs(logits.row(node), v);
           for (int64_t ch : children[node]) {
             const int64_t x = tokens[ch];
             const bool mass = proposal.q.empty();

@@ -2,6 +2,7 @@
 //
 //   etspec_runner --target T.pte [--draft D.pte] --prompt-ids 1,2,3 [--max-new-tokens 128]
 //       [--tree chain|static] [--num-spec-tokens 3] [--static-tree N8|D3xBF2|JSON]
+//       (--tree defaults to chain here: the Python runtime's default, auto, is not ported yet)
 //       [--kv position-overwrite|scratch-commit]
 //       [--temperature 0] [--top-k 0] [--top-p 1] [--seed N] [--num-samples 1]
 //       [--ignore-eos] [--json] [--verbose]
@@ -56,6 +57,22 @@ const char* kUsage =
     "[--max-new-tokens N] [--tree chain|static] [--num-spec-tokens N] [--static-tree SPEC] "
     "[--kv position-overwrite|scratch-commit] [--temperature T] [--top-k K] [--top-p P] "
     "[--seed N] [--num-samples N] [--ignore-eos] [--json] [--verbose]";
+
+// --help only: error lines carry kUsage, which must stay one line.
+const char* kHelpNotes =
+    "--tree defaults to chain (of --num-spec-tokens 3) in this runner: `etspec generate` "
+    "defaults to auto, which the C++ runner does not have yet.\n"
+    "Aliases from other runtimes (vLLM, SGLang, llama.cpp) are accepted as in `etspec "
+    "generate`, e.g. --num-speculative-tokens for --num-spec-tokens.";
+
+// Our option name for a name users bring from another runtime (etspec/contract.py's
+// OPTION_ALIASES, through the generated header); other names are returned unchanged.
+std::string canonical(const std::string& name) {
+  for (const auto& [alias, ours] : etspec::contract::kOptionAliases) {
+    if (name == alias) return ours;
+  }
+  return name;
+}
 
 std::vector<int64_t> parse_ids(const std::string& text) {
   std::vector<int64_t> ids;
@@ -118,10 +135,10 @@ int run(int argc, char** argv) {
     } else if (a == "--ignore-eos") {
       options.ignore_eos = true;
     } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage << "\n";
+      std::cout << kUsage << "\n" << kHelpNotes << "\n";
       return 0;
     } else if (a.rfind("--", 0) == 0 && i + 1 < argc) {
-      opt[a] = argv[++i];
+      opt[canonical(a)] = argv[++i];
     } else {
       throw UsageError("unexpected argument '" + a + "'; " + kUsage);
     }

@@ -42,7 +42,12 @@ int64_t argmax(const float* x, int64_t n) {
 std::vector<float> Sampler::probs(const float* logits, int64_t n) const {
   const double t = config_.temperature;
   std::vector<double> scaled(n);
-  for (int64_t i = 0; i < n; ++i) scaled[i] = static_cast<double>(logits[i]) / t;
+  for (int64_t i = 0; i < n; ++i) {
+    // NaN propagates to every probability, as in torch's softmax; it must not reach the
+    // top-k selection below, whose comparisons need a strict weak order.
+    if (std::isnan(logits[i])) return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN());
+    scaled[i] = static_cast<double>(logits[i]) / t;
+  }
   if (config_.top_k > 0 && config_.top_k < n) {
     std::vector<double> sorted(scaled);
     std::nth_element(sorted.begin(), sorted.begin() + (config_.top_k - 1), sorted.end(),
@@ -77,6 +82,14 @@ std::vector<float> Sampler::probs(const float* logits, int64_t n) const {
   return std::vector<float>(p.begin(), p.end());
 }
 
+std::vector<float> Sampler::target_probs(const float* logits, int64_t n) const {
+  std::vector<float> p = probs(logits, n);
+  for (float x : p) {
+    if (!std::isfinite(x)) throw Error(message("target_logits_nan", {}));
+  }
+  return p;
+}
+
 int64_t Sampler::draw(const std::vector<float>& probs) {
   double total = 0;
   for (float x : probs) total += x;
@@ -95,7 +108,7 @@ double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1
 
 int64_t Sampler::pick(const float* logits, int64_t n) {
   if (greedy()) return argmax(logits, n);
-  return draw(probs(logits, n));
+  return draw(target_probs(logits, n));
 }
 
 }  // namespace etspec

@@ -27,6 +27,9 @@ class Sampler {
   bool greedy() const { return config_.greedy(); }
   // Probabilities of n logits after temperature, top-k and top-p.
   std::vector<float> probs(const float* logits, int64_t n) const;
+  // probs of target logits, refusing a row nothing can be drawn from (NaN, or no finite
+  // logit) with the Python runtime's message instead of drawing from NaN weights.
+  std::vector<float> target_probs(const float* logits, int64_t n) const;
   int64_t draw(const std::vector<float>& probs);
   double uniform();
   // The next token from raw logits: argmax when greedy (first maximum), else a draw.
