@@ -128,17 +128,19 @@ class OpenedArtifact:
         return data.numpy().tobytes()
 
 
-def loaded_memory(path: str | Path) -> dict[str, int]:
+def loaded_memory(path: str | Path, weight_cache: bool | None = None) -> dict[str, int]:
     """Resident bytes each step of loading ``path`` adds: the program, then every method in
-    turn (XNNPACK packs its own copy of the weights per method, so this is what the method
-    set costs). Loads a fresh copy of the program; run it in a process of its own for
-    numbers that are not shared with programs loaded before."""
+    turn (without XNNPACK's weight cache each method packs its own copy of the weights, so
+    this is what the method set costs). Loads a fresh copy of the program; run it in a
+    process of its own for numbers that are not shared with programs loaded before."""
     from etspec.runtime.stats import current_rss_bytes
+    from etspec.runtime.xnnpack import default_weight_cache, set_weight_cache
 
     check_artifact(path)
     out: dict[str, int] = {}
     with logs.quiet(native=True):
         runtime = _runtime()
+        set_weight_cache(default_weight_cache() if weight_cache is None else weight_cache)
         before = current_rss_bytes()
         program = runtime.load_program(Path(path))
         out["program"] = current_rss_bytes() - before

@@ -118,6 +118,12 @@ _dtype = click.option(
     "--dtype", type=click.Choice(["fp32", "8da4w"]), default="fp32", show_default=True
 )
 _force = click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
+_no_weight_cache = click.option(
+    "--no-weight-cache",
+    is_flag=True,
+    help="Let XNNPACK pack weights per method instead of once (more memory; the cache is "
+    "on by default, ETSPEC_XNNPACK_WEIGHT_CACHE=0 turns it off too).",
+)
 _verbose = click.option(
     "--verbose",
     is_flag=True,
@@ -171,7 +177,7 @@ def export_target_cmd(
     assistant_step_width: int,
     force: bool,
 ) -> None:
-    """Export a Hugging Face target checkpoint folder to a target .pte."""
+    """Export a Hugging Face target checkpoint folder (or a GGUF file) to a target .pte."""
     from etspec.export.export_target import TargetExportOptions, export_target
 
     opts = TargetExportOptions(
@@ -230,6 +236,27 @@ def export_draft_cmd(
     click.echo(f"wrote {output} (eagle3, draft vocab {meta.draft_vocab_size}, {backend}/{dtype})")
 
 
+@main.group()
+def convert() -> None:
+    """Convert other checkpoint formats to a Hugging Face folder etspec exports."""
+
+
+@convert.command("gguf")
+@click.argument("gguf_file", type=click.Path(path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(path_type=Path))
+@_force
+@_verbose
+@user_errors
+def convert_gguf_cmd(gguf_file: Path, output: Path, force: bool) -> None:
+    """Write a llama.cpp GGUF file (gemma3) as config.json, model.safetensors (fp32,
+    dequantized) and tokenizer.json. `etspec export target FILE.gguf` reads GGUF directly;
+    the folder is for tools that want one (transformers, scripts/train_draft.py)."""
+    from etspec.models.gguf import convert_gguf
+
+    out = convert_gguf(gguf_file, output, force=force)
+    click.echo(f"wrote {out}/ (config.json, model.safetensors, tokenizer.json)")
+
+
 @main.command()
 @click.argument("pte", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -238,9 +265,10 @@ def export_draft_cmd(
     is_flag=True,
     help="Also load every method and report the resident memory each one adds.",
 )
+@_no_weight_cache
 @_verbose
 @user_errors
-def inspect(pte: Path, as_json: bool, memory: bool) -> None:
+def inspect(pte: Path, as_json: bool, memory: bool, no_weight_cache: bool) -> None:
     """Print the methods and etspec metadata of a .pte artifact."""
     from etspec.artifact import loaded_memory, open_artifact
 
@@ -256,7 +284,7 @@ def inspect(pte: Path, as_json: bool, memory: bool) -> None:
     }
     if memory:
         del art  # measure a fresh load, not one sharing this one's pages
-        steps = loaded_memory(pte)
+        steps = loaded_memory(pte, weight_cache=False if no_weight_cache else None)
         info["memory"] = {
             "file_bytes": info["size_bytes"],
             "kv_cache_bytes": meta["kv_cache_bytes"],
@@ -414,6 +442,7 @@ def _runner_options(fn: F) -> F:
             show_default=True,
         ),
         _verbose,
+        _no_weight_cache,
         click.option(
             "--reference",
             is_flag=True,
@@ -480,6 +509,7 @@ def _spec(kw: dict[str, Any]) -> Any:
         kv_strategy=kw["kv_strategy"],
         draft_window=kw["draft_window"],
         ngram=(kw["min_ngram"], kw["max_ngram"]),
+        weight_cache=False if kw["no_weight_cache"] else None,
         reference=kw["reference"],
         device=kw["device"],
         max_seq=kw["max_seq"],

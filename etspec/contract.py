@@ -120,6 +120,13 @@ def message(key: str, **fields: Any) -> str:
     return MESSAGES[key].format(**fields)
 
 
+# XNNPACK's load-time option that packs each weight once for every method of a program
+# (runtime/xnnpack.py; the C++ runner passes it when it loads a program), and the
+# environment variable that turns it off in both runtimes.
+XNNPACK_BACKEND = "XnnpackBackend"
+XNNPACK_WEIGHT_CACHE = "weight_cache_enabled"
+WEIGHT_CACHE_ENV = "ETSPEC_XNNPACK_WEIGHT_CACHE"
+
 # Names users bring from other runtimes, accepted beside ours (ours stay the documented
 # ones): our option -> (alias, where the name comes from). `etspec` (export, generate,
 # validate, bench), the C++ runner (through the generated header) and the README's table
@@ -400,6 +407,10 @@ def cpp_header() -> str:
         f"inline constexpr char kTrailerMagic[] = {q(TRAILER_MAGIC.decode())};",
         f"inline constexpr int kTrailerSize = {TRAILER_SIZE};",
         f"inline constexpr float kMaskMin = {MASK_MIN!r}f;",
+        # char arrays: BackendOptions::set_option takes its key as one.
+        f"inline constexpr char kXnnpackBackend[] = {q(XNNPACK_BACKEND)};",
+        f"inline constexpr char kXnnpackWeightCache[] = {q(XNNPACK_WEIGHT_CACHE)};",
+        f"inline constexpr char kWeightCacheEnv[] = {q(WEIGHT_CACHE_ENV)};",
         *(f"inline constexpr const char* k{k} = {q(v)};" for k, v in names.items()),
         "inline constexpr const char* kKvStrategies[] = {"
         + ", ".join(q(k) for k in KV_STRATEGIES)

@@ -23,6 +23,7 @@ from etspec.export.lowering import (
 )
 from etspec.models.checkpoint import read_config, read_tokenizer_json
 from etspec.models.gemma4_assistant import Gemma4Assistant, assistant_hidden_spec
+from etspec.models.gguf import checkpoint_folder
 from etspec.models.methods import target_methods
 from etspec.models.target import TargetModel, target_family
 
@@ -109,19 +110,44 @@ def target_metadata(
     )
 
 
+def check_tokenizer(model: TargetModel, tokenizer: bytes | None) -> None:
+    """Refuse a tokenizer that does not encode the way the model was trained to read: a
+    family that needs <bos> (Gemma) must get it in front of every prompt (a converted
+    ``tokenizer.json`` without its post-processor silently drops it, and the model then
+    writes garbage)."""
+    bos = model.cfg.bos_token_id
+    if tokenizer is None or not model.requires_bos or bos is None:
+        return
+    from tokenizers import Tokenizer
+
+    try:
+        ids = Tokenizer.from_str(tokenizer.decode("utf-8")).encode("x").ids
+    except Exception as e:
+        raise ExportError(f"the checkpoint's tokenizer.json cannot be read ({e})") from None
+    if not ids or ids[0] != bos:
+        raise ExportError(
+            f"the checkpoint's tokenizer.json does not add <bos> (id {bos}) in front of a "
+            f"prompt, which {model.cfg.model_type} needs; add a TemplateProcessing "
+            "post-processor for it (a GGUF converted by `etspec convert gguf` has one)"
+        )
+
+
 def export_target(
     checkpoint: str | Path,
     output: str | Path,
     opts: TargetExportOptions | None = None,
     force: bool = False,
 ) -> TargetMetadata:
-    """Export ``checkpoint`` to ``output``; returns the metadata written into the artifact."""
+    """Export ``checkpoint`` (a Hugging Face folder or a ``.gguf`` file) to ``output``;
+    returns the metadata written into the artifact."""
     opts = opts or TargetExportOptions()
     opts.check()
     out = check_output(output, force)
-    model = build_target(checkpoint, opts)
+    with checkpoint_folder(checkpoint) as folder:
+        model = build_target(folder, opts)
+        tokenizer = read_tokenizer_json(folder)
+    check_tokenizer(model, tokenizer)
     assistant = build_assistant(model, opts)
-    tokenizer = read_tokenizer_json(checkpoint)
     meta = target_metadata(model, opts, tokenizer)
     quantize(model, opts.dtype)
     if assistant is not None:

@@ -134,6 +134,8 @@ class GemmaLayerModule(nn.Module):
 class GemmaTarget(TargetModel):
     """Gemma 3 / Gemma 4 text decoder over static caches of ``cache_size`` slots."""
 
+    requires_bos = True
+
     def __init__(
         self,
         cfg: GemmaConfig,

@@ -37,6 +37,9 @@ class TargetModel(nn.Module):
 
     cfg: Any  # the family's config dataclass (model_type, vocab_size, hidden_size, ...)
     embed_tokens: nn.Embedding
+    #: The family was trained with <bos> in front of every sequence and writes garbage
+    #: without it (Gemma): export refuses a tokenizer that does not add it.
+    requires_bos: bool = False
 
     def __init__(
         self, num_layers: int, max_context: int, scratch: int, hidden_spec: HiddenStateSpec | None

@@ -27,6 +27,9 @@ class RunnerSpec:
     draft_window: int | None = None
     # prompt-lookup: (shortest, longest) n-gram matched; None: the runner's default.
     ngram: tuple[int | None, int | None] = (None, None)
+    # XNNPACK packs each weight once for all methods (None: on unless
+    # ETSPEC_XNNPACK_WEIGHT_CACHE=0); runtime/xnnpack.py.
+    weight_cache: bool | None = None
     reference: bool = False  # target/draft are checkpoint folders run eagerly
     device: str = "cpu"
     # Static shapes of reference-mode programs (a .pte carries its own).
@@ -62,8 +65,8 @@ def load_programs(spec: RunnerSpec) -> tuple[Program, Program | None]:
         )
     if needs_draft_file:
         assert spec.draft is not None
-        return load_pair(spec.target, spec.draft)
-    return PteProgram.load(spec.target, expect="target"), None
+        return load_pair(spec.target, spec.draft, spec.weight_cache)
+    return PteProgram.load(spec.target, expect="target", weight_cache=spec.weight_cache), None
 
 
 def _check_method(spec: RunnerSpec) -> None:

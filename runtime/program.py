@@ -24,6 +24,7 @@ from etspec.contract import (
     check_pair,
 )
 from etspec.errors import ArtifactError
+from etspec.runtime.xnnpack import default_weight_cache, set_weight_cache
 
 
 class Program(Protocol):
@@ -55,9 +56,15 @@ class PteProgram:
         self._methods: dict[str, Any] = {}
 
     @classmethod
-    def load(cls, path: str | Path, expect: str | None = None) -> PteProgram:
+    def load(
+        cls, path: str | Path, expect: str | None = None, weight_cache: bool | None = None
+    ) -> PteProgram:
+        """Load ``path`` and every method in it. ``weight_cache`` (default: on, unless
+        ``ETSPEC_XNNPACK_WEIGHT_CACHE=0``) has XNNPACK pack each weight once for all methods
+        instead of once per method (``runtime/xnnpack.py``)."""
         program = cls(open_artifact(path, expect))
         constants = {*program.metadata.constant_methods(), TOKENIZER_JSON, DRAFT_D2T}
+        set_weight_cache(default_weight_cache() if weight_cache is None else weight_cache)
         # The first method load probes the CPU and logs it on stderr (etspec.logs).
         with logs.quiet(native=True):
             for name in sorted(program.method_names() - constants):
@@ -142,9 +149,11 @@ class EagerProgram:
         return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def load_pair(target: str | Path, draft: str | Path) -> tuple[PteProgram, PteProgram]:
+def load_pair(
+    target: str | Path, draft: str | Path, weight_cache: bool | None = None
+) -> tuple[PteProgram, PteProgram]:
     """Load a target/draft ``.pte`` pair, rejecting a mismatched pair before any generation."""
-    t = PteProgram.load(target, expect="target")
-    d = PteProgram.load(draft, expect="draft")
+    t = PteProgram.load(target, expect="target", weight_cache=weight_cache)
+    d = PteProgram.load(draft, expect="draft", weight_cache=weight_cache)
     check_pair(t.metadata, d.metadata)  # type: ignore[arg-type]
     return t, d

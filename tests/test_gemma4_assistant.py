@@ -42,7 +42,8 @@ class Pair:
         self.assistant_dir = root / f"assistant_{ordered}"
         self.hf = make_hf_target(TARGET, self.target_dir)
         self.hf_assistant = make_hf_assistant(TARGET, self.assistant_dir, ordered)
-        write_tokenizer(self.target_dir, 32)  # embedded in the .pte: bench takes text
+        # Embedded in the .pte: bench takes text. Gemma needs <bos> (id 2) in front.
+        write_tokenizer(self.target_dir, 32, bos=2)
         self.pte = root / f"target_{ordered}.pte"
         opts = TargetExportOptions(backend="portable", assistant=self.assistant_dir, **OPTS)  # type: ignore[arg-type]
         export_target(self.target_dir, self.pte, opts)

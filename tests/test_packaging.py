@@ -111,8 +111,9 @@ def fresh_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     deps = tmp / "deps"
     deps.mkdir()
     ours = re.compile(r"^(etspec|__editable__.*etspec|_?_editable.*etspec)", re.IGNORECASE)
-    for sp in site.getsitepackages():
-        for entry in Path(sp).iterdir():
+    # Debian's site module lists dist-packages folders that may not exist.
+    for sp in filter(Path.is_dir, map(Path, site.getsitepackages())):
+        for entry in sp.iterdir():
             if not ours.match(entry.name) and not (deps / entry.name).exists():
                 (deps / entry.name).symlink_to(entry)
     (target_site / "test-deps.pth").write_text(f"{deps}\n")

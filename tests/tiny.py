@@ -291,13 +291,18 @@ SMALL_VOCAB_DRAFT = Eagle3Spec(
 )
 
 
-def write_tokenizer(out: Path, vocab_size: int) -> bytes:
-    """A word-level ``tokenizer.json`` over ``vocab_size`` ids, as HF checkpoints ship one."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+def write_tokenizer(out: Path, vocab_size: int, bos: int | None = None) -> bytes:
+    """A word-level ``tokenizer.json`` over ``vocab_size`` ids, as HF checkpoints ship one;
+    with ``bos``, it puts that id in front of every encoding (as Gemma's does)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
     vocab = {"[UNK]": 0, **{f"w{i}": i for i in range(1, vocab_size)}}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    if bos is not None:
+        tok.post_processor = processors.TemplateProcessing(
+            single=f"w{bos} $A", special_tokens=[(f"w{bos}", bos)]
+        )
     tok.save(str(out / "tokenizer.json"))
     return (out / "tokenizer.json").read_bytes()
 

@@ -185,12 +185,19 @@ std::string DraftMetadata::hidden_spec() const {
   return hidden_state_point + "[" + join(hidden_state_layers) + "]";
 }
 
-Program::Program(const std::string& path, const std::string& expect) : path_(path) {
+Program::Program(const std::string& path, const std::string& expect, bool weight_cache)
+    : path_(path) {
   check_artifact(path);
   // Shared arenas: every method of the target reads and writes the same KV cache buffers.
   module_ = std::make_unique<Module>(path, Module::LoadMode::File, nullptr, nullptr, nullptr,
                                      /*share_memory_arenas=*/true);
-  const auto err = module_->load();
+  // XNNPACK's weight cache (off by default in ExecuTorch): without it every method keeps
+  // its own packed copy of the weights. The Module deep-copies the options.
+  executorch::runtime::BackendOptions<1> xnnpack;
+  xnnpack.set_option(contract::kXnnpackWeightCache, weight_cache);
+  executorch::runtime::LoadBackendOptionsMap options;
+  options.set_options(contract::kXnnpackBackend, xnnpack.view());
+  const auto err = module_->load(options);
   if (err != executorch::runtime::Error::Ok) {
     throw Error(message("cannot_load", {{"path", path},
                                         {"error", "error " + std::to_string(int(err))}}));

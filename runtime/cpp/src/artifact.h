@@ -58,7 +58,8 @@ struct Tensor {
 class Program {
  public:
   // Loads path and checks that it is an etspec artifact of kind `expect` ("target"/"draft").
-  Program(const std::string& path, const std::string& expect);
+  // weight_cache: XNNPACK packs each weight once for all methods (else once per method).
+  Program(const std::string& path, const std::string& expect, bool weight_cache = true);
   std::vector<Tensor> run(const std::string& method,
                           const std::vector<executorch::runtime::EValue>& inputs);
   std::vector<executorch::runtime::EValue> constant(const std::string& name);

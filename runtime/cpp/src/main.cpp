@@ -5,7 +5,7 @@
 //       (--tree defaults to chain here: the Python runtime's default, auto, is not ported yet)
 //       [--kv position-overwrite|scratch-commit]
 //       [--temperature 0] [--top-k 0] [--top-p 1] [--seed N] [--num-samples 1]
-//       [--ignore-eos] [--json] [--verbose]
+//       [--ignore-eos] [--no-weight-cache] [--json] [--verbose]
 //
 // Streams the generated ids to stdout as they are produced (one line per generation), or
 // with --json prints one object per generation: token_ids, stop_reason and stats with the
@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <memory>
 #include <iostream>
@@ -56,7 +57,7 @@ const char* kUsage =
     "--prompt-ids 1,2,3 "
     "[--max-new-tokens N] [--tree chain|static] [--num-spec-tokens N] [--static-tree SPEC] "
     "[--kv position-overwrite|scratch-commit] [--temperature T] [--top-k K] [--top-p P] "
-    "[--seed N] [--num-samples N] [--ignore-eos] [--json] [--verbose]";
+    "[--seed N] [--num-samples N] [--ignore-eos] [--no-weight-cache] [--json] [--verbose]";
 
 // --help only: error lines carry kUsage, which must stay one line.
 const char* kHelpNotes =
@@ -125,6 +126,13 @@ void report(const etspec::Result& result, bool json);
 int run(int argc, char** argv) {
   std::map<std::string, std::string> opt;
   bool json = false;
+  // As in Python: on unless --no-weight-cache or ETSPEC_XNNPACK_WEIGHT_CACHE=0/false/off/no.
+  bool weight_cache = true;
+  if (const char* env = std::getenv(etspec::contract::kWeightCacheEnv)) {
+    std::string v(env);
+    std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+    weight_cache = !(v == "0" || v == "false" || v == "off" || v == "no");
+  }
   etspec::GenerateOptions options;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -134,6 +142,8 @@ int run(int argc, char** argv) {
       g_verbose = true;
     } else if (a == "--ignore-eos") {
       options.ignore_eos = true;
+    } else if (a == "--no-weight-cache") {
+      weight_cache = false;
     } else if (a == "-h" || a == "--help") {
       std::cout << kUsage << "\n" << kHelpNotes << "\n";
       return 0;
@@ -204,9 +214,11 @@ int run(int argc, char** argv) {
   }
   etspec::Sampler sampler(sampling);  // checks the settings before anything loads
 
-  etspec::Program target(opt["--target"], "target");
+  etspec::Program target(opt["--target"], "target", weight_cache);
   std::unique_ptr<etspec::Program> draft;
-  if (opt.count("--draft")) draft = std::make_unique<etspec::Program>(opt["--draft"], "draft");
+  if (opt.count("--draft")) {
+    draft = std::make_unique<etspec::Program>(opt["--draft"], "draft", weight_cache);
+  }
   etspec::Runner runner(target, draft.get(), assistant);
   if (!opt.count("--max-new-tokens")) {  // as `etspec generate`: 128, or what the context holds
     const int64_t room = target.target.max_context - static_cast<int64_t>(prompt.size());
