@@ -8,6 +8,7 @@ than loading garbage weights or crashing deep in the loader.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import struct
@@ -44,10 +45,14 @@ def _declared_size(head: bytes) -> int | None:
     return segment_base + segment_size if segment_size else program_size
 
 
+def trailer(sha256: bytes, length: int) -> bytes:
+    """The integrity trailer of a program of ``length`` bytes with digest ``sha256``."""
+    return sha256 + length.to_bytes(8, "little") + TRAILER_MAGIC
+
+
 def seal(program: bytes) -> bytes:
     """``program`` with the integrity trailer the runtimes check before loading it."""
-    length = len(program).to_bytes(8, "little")
-    return program + hashlib.sha256(program).digest() + length + TRAILER_MAGIC
+    return program + trailer(hashlib.sha256(program).digest(), len(program))
 
 
 def check_artifact(path: str | Path) -> Path:
@@ -163,7 +168,23 @@ def _runtime() -> Any:
         count = getattr(portable_lib, "_threadpool_get_thread_count", None)
         if count is not None:
             count()  # creates the pool
+        _register_quantized_kernels()
     return Runtime.get()
+
+
+@functools.lru_cache(maxsize=1)
+def _register_quantized_kernels() -> None:
+    """ExecuTorch's quantized kernels (the int8 embedding lookup of quantized exports) are
+    in the wheel's runtime libraries but not linked into its Python bindings: loading the
+    library registers them with the runtime the bindings use, as linking it does for the
+    C++ runner."""
+    import ctypes
+
+    import executorch
+
+    lib = Path(next(iter(executorch.__path__))) / "lib" / "libexecutorch_kernels_quantized.so"
+    if lib.is_file():
+        ctypes.CDLL(str(lib), mode=ctypes.RTLD_GLOBAL)
 
 
 def _run_constant(program: Any, name: str) -> list[Any]:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from etspec import logs
-from etspec.contract import DRAFT_METHOD_ALIASES, DRAFT_METHOD_CHOICES
+from etspec.contract import DEPLOYMENT_DTYPE, DRAFT_METHOD_ALIASES, DRAFT_METHOD_CHOICES, DTYPES
 from etspec.errors import EtspecError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -114,9 +114,35 @@ def _parse_layers(value: str | None) -> tuple[int, ...] | None:
 _backend = click.option(
     "--backend", type=click.Choice(["xnnpack", "portable"]), default="xnnpack", show_default=True
 )
-_dtype = click.option(
-    "--dtype", type=click.Choice(["fp32", "8da4w"]), default="fp32", show_default=True
+_RECIPES_HELP = (
+    "fp32; 8da8w-e4 (int8 linears and lm_head, int4 embedding); 8da8w (int8 everywhere); "
+    "8da4w-mixed (int4 decoder linears, int8 lm_head and embedding); 8da4w-mlp (int4 MLPs, "
+    "int8 attention and lm_head, int4 embedding); 8da4w (int4 linears and lm_head, fp32 "
+    "embedding). README 'Gemma 3 270M' has what each keeps of the model."
 )
+_dtype = click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    default=None,
+    help=f"Weight recipe (default: {DEPLOYMENT_DTYPE} on xnnpack, fp32 on portable): "
+    + _RECIPES_HELP,
+)
+_draft_dtype = click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    default="fp32",
+    show_default=True,
+    help="Weight recipe of the draft: " + _RECIPES_HELP,
+)
+
+
+def _default_dtype(dtype: str | None, backend: str) -> str:
+    """The deployment recipe unless the user chose one (the portable backend runs fp32)."""
+    if dtype is not None:
+        return dtype
+    return DEPLOYMENT_DTYPE if backend == "xnnpack" else "fp32"
+
+
 _force = click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
 _no_weight_cache = click.option(
     "--no-weight-cache",
@@ -180,6 +206,7 @@ def export_target_cmd(
     """Export a Hugging Face target checkpoint folder (or a GGUF file) to a target .pte."""
     from etspec.export.export_target import TargetExportOptions, export_target
 
+    dtype = _default_dtype(dtype, backend)
     opts = TargetExportOptions(
         backend=backend,
         dtype=dtype,
@@ -206,7 +233,7 @@ def export_target_cmd(
     help="Target checkpoint, for drafts that ship no embed_tokens.weight.",
 )
 @_backend
-@_dtype
+@_draft_dtype
 @click.option("--step-width", default=4, show_default=True, help="Nodes drafted per call.")
 @click.option(
     "--scratch",
@@ -289,6 +316,8 @@ def inspect(pte: Path, as_json: bool, memory: bool, no_weight_cache: bool) -> No
             "file_bytes": info["size_bytes"],
             "kv_cache_bytes": meta["kv_cache_bytes"],
             "loaded_bytes": sum(steps.values()),
+            "loaded_vs_weights_and_kv": sum(steps.values())
+            / (info["size_bytes"] + meta["kv_cache_bytes"]),
             "load_steps_bytes": steps,
         }
     if as_json:
@@ -305,11 +334,12 @@ def inspect(pte: Path, as_json: bool, memory: bool, no_weight_cache: bool) -> No
         click.echo(_layer_summary(meta))
     if memory:
         mem = info["memory"]
+        stored = mem["file_bytes"] + mem["kv_cache_bytes"]
         click.echo(
             f"memory: file {mem['file_bytes'] / 1e6:.1f} MB, KV cache "
             f"{mem['kv_cache_bytes'] / 1e6:.1f} MB, resident after loading every method "
-            f"{mem['loaded_bytes'] / 1e6:.1f} MB "
-            f"({mem['loaded_bytes'] / mem['file_bytes']:.1f}x the file):"
+            f"{mem['loaded_bytes'] / 1e6:.1f} MB ({mem['loaded_bytes'] / stored:.2f}x the "
+            "weights as stored + KV cache):"
         )
         for name, size in mem["load_steps_bytes"].items():
             if name not in meta and size > 0:
@@ -453,6 +483,13 @@ def _runner_options(fn: F) -> F:
         ),
         option("--max-seq", default=512, show_default=True, help="Reference mode context."),
         click.option(
+            "--dtype",
+            type=click.Choice(DTYPES),
+            default="fp32",
+            show_default=True,
+            help="Reference mode: the weight recipe, as export --dtype applies it.",
+        ),
+        click.option(
             "--verify-width",
             default="4,8",
             show_default=True,
@@ -514,6 +551,7 @@ def _spec(kw: dict[str, Any]) -> Any:
         device=kw["device"],
         max_seq=kw["max_seq"],
         verify_widths=_widths(kw["verify_width"]),
+        dtype=kw["dtype"],
     )
 
 
@@ -909,12 +947,16 @@ def bench(**kw: Any) -> None:
             summary[name]["auto_report"] = report()
     click.echo(format_table(summary))
     # Weights are the .pte sizes; `etspec inspect --memory` shows what loading them costs.
-    memory = next(iter(speculative.values()), base).memory()
+    memory: dict[str, Any] = dict(next(iter(speculative.values()), base).memory())
+    stored = sum(v for k, v in memory.items() if k.endswith(("weights_bytes", "kv_bytes")))
     click.echo(
         "memory: "
         + ", ".join(f"{k.removesuffix('_bytes').replace('_', ' ')} {v / 1e6:.1f} MB"
                     for k, v in memory.items())
+        + f" ({memory['peak_rss_bytes'] / stored:.2f}x weights + KV, the Python process"
+        " included)"
     )  # fmt: skip
+    memory["peak_rss_vs_weights_and_kv"] = memory["peak_rss_bytes"] / stored
     for path in mismatches:
         click.echo(f"output differs from target-only: {path}", err=True)
     if out is not None:
@@ -930,6 +972,44 @@ def bench(**kw: Any) -> None:
         }
         write_atomically(out, json.dumps(report, indent=1).encode())
         click.echo(f"wrote {out}")
+
+
+@main.command()
+@click.argument("reference", type=click.Path(path_type=Path))
+@click.argument("candidate", type=click.Path(path_type=Path))
+@click.option("--new-tokens", default=96, show_default=True, help="Tokens per agreement prompt.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None)
+@_no_weight_cache
+@_verbose
+@user_errors
+def quality(
+    reference: Path, candidate: Path, new_tokens: int, json_out: Path | None, no_weight_cache: bool
+) -> None:
+    """How much of REFERENCE (e.g. the fp32 .pte) CANDIDATE (e.g. a quantized .pte of the
+    same model) keeps: teacher-forced top-1 agreement, held-out perplexity, a copy test."""
+    from etspec.runtime.loading import RunnerSpec, load_runners
+    from etspec.runtime.quality import compare
+
+    cache = False if no_weight_cache else None
+    runners = [load_runners(RunnerSpec(p, weight_cache=cache))[0] for p in (reference, candidate)]
+    report = compare(runners[0], runners[1], (str(reference), str(candidate)), new_tokens)
+    click.echo(
+        f"top-1 agreement {report.agreement:.1%} over {report.positions} teacher-forced "
+        f"positions (per prompt: {', '.join(f'{a:.0%}' for a in report.agreement_per_prompt)})"
+    )
+    click.echo(
+        f"held-out perplexity {report.perplexity_reference:.2f} -> "
+        f"{report.perplexity_candidate:.2f} ({report.perplexity_ratio - 1:+.1%})"
+    )
+    for who, ok in (("reference", report.copy_reference), ("candidate", report.copy_candidate)):
+        matched = report.copy_matched_tokens[who]
+        verdict = "passes" if ok else f"fails after {matched} of {report.copy_needed_tokens} tokens"
+        click.echo(f"copy test, {who}: {verdict}")
+    if json_out is not None:
+        from etspec.export.lowering import write_atomically
+
+        write_atomically(json_out, (json.dumps(report.to_dict(), indent=1) + "\n").encode())
+        click.echo(f"wrote {json_out}")
 
 
 @main.command()

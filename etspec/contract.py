@@ -76,7 +76,12 @@ KV_STRATEGIES = ("position-overwrite", "scratch-commit")
 DRAFT_METHOD_CHOICES = ("eagle3", "prompt-lookup", "gemma4-assistant")
 HIDDEN_POINTS = ("layer_input", "final_norm")
 BACKENDS = ("xnnpack", "portable")
-DTYPES = ("fp32", "8da4w")
+# Export recipes (``--dtype``, models/quantize.py: which weights at which width).
+DTYPES = ("fp32", "8da4w", "8da8w", "8da4w-mixed", "8da8w-e4", "8da4w-mlp")
+# What `etspec export` writes when --dtype is not given, on XNNPACK: the smallest recipe that
+# keeps Gemma 3 270M (>= 90% top-1 agreement with fp32, held-out perplexity within 10%, the
+# copy test; README "Gemma 3 270M"). The portable backend runs fp32 only.
+DEPLOYMENT_DTYPE = "8da8w-e4"
 
 # Additive mask value for "not attended". Finite on purpose: a fully masked (padded) query
 # row then yields finite garbage instead of NaN, and NaN written into a cache slot would

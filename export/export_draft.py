@@ -15,10 +15,11 @@ from etspec.contract import (
     check_pair,
 )
 from etspec.errors import ExportError, MetadataMismatchError
-from etspec.export.lowering import check_options, check_output, lower, quantize, write_atomically
+from etspec.export.lowering import check_options, check_output, lower_to_file
 from etspec.models.checkpoint import load_state_dict
 from etspec.models.eagle3 import Eagle3Draft
 from etspec.models.methods import draft_methods
+from etspec.models.quantize import quantize
 
 
 @dataclass(frozen=True)
@@ -92,11 +93,12 @@ def export_draft(
     quantize(model, opts.dtype)
     constants = meta.constant_methods()
     constants[DRAFT_D2T] = model.d2t.clone()
-    data = lower(
+    lower_to_file(
         draft_methods(model, target.prefill_chunk, target.verify_widths, opts.step_width),
         constants,
         opts.backend,
         desc=f"export draft -> {out.name}",
+        path=out,
+        quantized=opts.dtype != "fp32",
     )
-    write_atomically(out, data)
     return meta

@@ -17,14 +17,13 @@ from etspec.export.lowering import (
     as_uint8,
     check_options,
     check_output,
-    lower,
-    quantize,
-    write_atomically,
+    lower_to_file,
 )
 from etspec.models.checkpoint import read_config, read_tokenizer_json
 from etspec.models.gemma4_assistant import Gemma4Assistant, assistant_hidden_spec
 from etspec.models.gguf import checkpoint_folder
 from etspec.models.methods import target_methods
+from etspec.models.quantize import quantize
 from etspec.models.target import TargetModel, target_family
 
 
@@ -132,6 +131,16 @@ def check_tokenizer(model: TargetModel, tokenizer: bytes | None) -> None:
         )
 
 
+def tied_embedding(model: TargetModel, opts: TargetExportOptions) -> frozenset[str]:
+    """The parameter names (as the method wrappers see them: ``model.``...) of a tied fp32
+    embedding, whose lm_head then runs outside the XNNPACK delegate so that the file and
+    memory hold the matrix once (export/lowering.py, ``_xnnpack_partitioner``). Quantized
+    exports quantize the lm_head on its own; nothing is shared there."""
+    if opts.dtype != "fp32" or opts.backend != "xnnpack" or not model.cfg.tie_word_embeddings:
+        return frozenset()
+    return frozenset({"model.embed_tokens.weight", "model.lm_head.weight"})
+
+
 def export_target(
     checkpoint: str | Path,
     output: str | Path,
@@ -155,14 +164,18 @@ def export_target(
     constants = meta.constant_methods()
     if tokenizer is not None:
         constants[TOKENIZER_JSON] = as_uint8(tokenizer)
+    keep_out = tied_embedding(model, opts)
+    model.head_reads_table = bool(keep_out)
     methods = target_methods(
         model, opts.prefill_chunk, opts.verify_widths, assistant, opts.assistant_step_width
     )
-    data = lower(
+    lower_to_file(
         methods,
         constants,
         opts.backend,
         desc=f"export target -> {out.name}",
+        path=out,
+        keep_out=keep_out,
+        quantized=opts.dtype != "fp32",
     )
-    write_atomically(out, data)
     return meta

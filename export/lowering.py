@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import logging
 import os
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 from torch import nn
 from tqdm import tqdm
 
 from etspec import logs
-from etspec.artifact import seal
+from etspec.artifact import seal, trailer
 from etspec.contract import BACKENDS, DTYPES
 from etspec.errors import ExportError, OutputExistsError
 
 log = logging.getLogger(__name__)
-
-# 8da4w groups 32 input channels per scale; layers whose width is not a multiple stay fp32.
-QUANT_GROUP_SIZE = 32
 
 
 def check_options(backend: str, dtype: str) -> None:
@@ -29,8 +29,10 @@ def check_options(backend: str, dtype: str) -> None:
         raise ExportError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if dtype not in DTYPES:
         raise ExportError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-    if dtype == "8da4w" and backend != "xnnpack":
-        raise ExportError("--dtype 8da4w needs --backend xnnpack (portable has no int4 kernels)")
+    if dtype != "fp32" and backend != "xnnpack":
+        raise ExportError(
+            f"--dtype {dtype} needs --backend xnnpack (portable has no quantized kernels)"
+        )
 
 
 def check_output(path: str | Path, force: bool) -> Path:
@@ -45,47 +47,152 @@ def check_output(path: str | Path, force: bool) -> Path:
     return p
 
 
-def quantize(model: nn.Module, dtype: str) -> None:
-    if dtype != "8da4w":
-        return
-    from executorch.extension.llm.export.quantize import quantize_model_
-
-    quantize_model_(
-        model,
-        qlinear_config="8da4w",
-        qlinear_group_size=QUANT_GROUP_SIZE,
-        skip_incompatible_shapes=True,
-    )
+Methods = dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]
 
 
 def lower(
-    methods: dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]],
+    methods: Methods,
     constant_methods: dict[str, Any],
     backend: str,
     desc: str,
     share_cache: bool = True,
+    keep_out: frozenset[str] = frozenset(),
 ) -> bytes:
     """Export every method, lower them together and serialize one program, sealed with the
-    integrity trailer.
+    integrity trailer (in memory: for small programs and tests; exports stream with
+    ``lower_to_file``).
 
     All wrappers hold the same model, so its cache buffers become mutable buffers shared by
     every method (``share_mutable_buffers``); without that each method silently reads its
     own stale copy of the cache. ``share_cache=False`` exists only so tests can prove they
     detect that failure.
     """
-    # torch.export warns about its own internals (buffer mutations, deprecations) and
-    # ExecuTorch's imports about optional CUDA kernels: logged, not shown (etspec.logs).
-    with logs.quiet():
-        return _lower(methods, constant_methods, backend, desc, share_cache)
+    with logs.quiet(), _one_copy_of_each_blob(), _weights_shared_with_delegates():
+        program = _lower(methods, constant_methods, backend, desc, share_cache, keep_out)
+        return seal(program.buffer)
+
+
+def lower_to_file(
+    methods: Methods,
+    constant_methods: dict[str, Any],
+    backend: str,
+    desc: str,
+    path: Path,
+    keep_out: frozenset[str] = frozenset(),
+    quantized: bool = False,
+) -> None:
+    """``lower`` streamed into ``path`` (atomically): the serialized program is written
+    piece by piece and hashed on the way, never joined into one buffer (that and the
+    sealed copy were two more copies of every weight at export's peak)."""
+    with logs.quiet(), _one_copy_of_each_blob(), _weights_shared_with_delegates():
+        program = _lower(methods, constant_methods, backend, desc, True, keep_out, quantized)
+        write_atomically(path, functools.partial(_write_sealed, program))
+
+
+def _write_sealed(program: Any, f: BinaryIO) -> None:
+    """The program's pieces, then the integrity trailer over them (``artifact.seal``)."""
+    digest, length = hashlib.sha256(), 0
+
+    class Hashing:
+        def write(self, data: bytes) -> int:
+            nonlocal length
+            digest.update(data)
+            length += len(data)
+            return f.write(data)
+
+    program.write_to_file(Hashing())
+    f.write(trailer(digest.digest(), length))
+
+
+@contextlib.contextmanager
+def _one_copy_of_each_blob() -> Iterator[None]:
+    """Every method's delegate serializes its own bytes of each weight before the program's
+    data store merges identical blobs: five methods held five copies of every weight at
+    once (Gemma 3 270M fp32: 5 GB). Identical blobs are handed on as one object instead."""
+    from executorch.exir._serialize._named_data_store import NamedDataStore
+
+    seen: dict[tuple[int, bytes], bytes] = {}
+    original = NamedDataStore.add_named_data
+
+    def add_named_data(self: Any, key: str, data: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(data, bytes) and len(data) >= 1 << 16:
+            data = seen.setdefault((len(data), hashlib.sha256(data).digest()), data)
+        original(self, key, data, *args, **kwargs)
+
+    NamedDataStore.add_named_data = add_named_data  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        NamedDataStore.add_named_data = original  # type: ignore[method-assign]
+
+
+def _xnnpack_partitioner(keep_out: frozenset[str]) -> Any:
+    """XNNPACK's partitioner, leaving every op that reads a parameter named in ``keep_out``
+    (fully qualified names) to the portable/optimized kernels.
+
+    A tied embedding is why: the embedding lookup is not an XNNPACK op, so its table is a
+    program constant, while a delegated lm_head stores the same matrix a second time in the
+    delegate's data (Gemma 3 270M fp32: 671 MB twice, 63% of the model). Kept out, the
+    lookup and the projection read one constant.
+    """
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+    if not keep_out:
+        return XnnpackPartitioner()
+
+    class KeepOut(XnnpackPartitioner):  # type: ignore[misc]
+        def get_matched_nodes_from_configs(self, ep: Any) -> list[list[Any]]:
+            params = ep.graph_signature.inputs_to_parameters
+
+            def reads_kept(node: Any) -> bool:
+                names = [node.name, *(n.name for n in node.all_input_nodes)]
+                return any(params.get(name) in keep_out for name in names)
+
+            groups = super().get_matched_nodes_from_configs(ep)
+            return [kept for g in groups if (kept := [n for n in g if not reads_kept(n)])]
+
+    return KeepOut()
+
+
+@contextlib.contextmanager
+def _weights_shared_with_delegates() -> Iterator[None]:
+    """ExecuTorch deep-copies every delegated subgraph of every method before the backend
+    preprocesses it (``BackendDetails.copy_exported_program_for_preprocess``, the hook a
+    backend overrides), parameters included and all methods at once: the export's peak was
+    a copy of the weights per method. XNNPACK's preprocessing reads weights and never
+    writes them, so the copies here share the parameter and constant tensors and copy
+    only the graphs (the tests hold every export to its eager reference)."""
+    from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
+
+    name = "copy_exported_program_for_preprocess"
+    own = XnnpackBackend.__dict__.get(name)  # inherited from BackendDetails in 1.5.1
+
+    def copy_sharing_weights(cls: Any, edge_program: Any, compile_specs: Any) -> Any:
+        import copy
+
+        shared = [*edge_program.state_dict.values(), *edge_program.constants.values()]
+        memo = {id(t): t for t in shared if isinstance(t, torch.Tensor)}
+        return copy.deepcopy(edge_program, memo)
+
+    setattr(XnnpackBackend, name, classmethod(copy_sharing_weights))
+    try:
+        yield
+    finally:
+        if own is None:
+            delattr(XnnpackBackend, name)
+        else:
+            setattr(XnnpackBackend, name, own)
 
 
 def _lower(
-    methods: dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]],
+    methods: Methods,
     constant_methods: dict[str, Any],
     backend: str,
     desc: str,
     share_cache: bool,
-) -> bytes:
+    keep_out: frozenset[str] = frozenset(),
+    quantized: bool = False,
+) -> Any:
     from executorch.exir import (
         EdgeCompileConfig,
         ExecutorchBackendConfig,
@@ -93,11 +200,7 @@ def _lower(
     )
     from executorch.exir.passes import MemoryPlanningPass
 
-    partitioner = []
-    if backend == "xnnpack":
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-
-        partitioner = [XnnpackPartitioner()]
+    partitioner = [_xnnpack_partitioner(keep_out)] if backend == "xnnpack" else []
     exported = {}
     # disable=None: a bar on a terminal only, not in logs and pipes.
     bar_args: dict[str, Any] = {"unit": "step", "leave": False, "disable": None}
@@ -115,6 +218,7 @@ def _lower(
         )
         bar.update()
         bar.set_postfix_str("serialize")
+        del exported  # the edge programs hold what is still needed
         program = edge.to_executorch(
             ExecutorchBackendConfig(
                 memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=share_cache),
@@ -123,18 +227,25 @@ def _lower(
                 # copied its whole buffer and copied it back. In place they touch only the
                 # written rows (measured: decode 8.9 -> 5.2 ms on the bundled target).
                 run_reinplace_pass=True,
+                # Quantized embeddings left outside the delegate become ExecuTorch's
+                # quantized embedding kernels (dequantize + embedding fused).
+                do_quant_fusion_and_const_prop=quantized,
             )
         )
         bar.update()
-        return seal(program.buffer)
+        return program
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same folder, so a failure never leaves a partial file."""
+def write_atomically(path: Path, data: bytes | Callable[[BinaryIO], None]) -> None:
+    """Write ``data`` (bytes, or a function writing into the open file) via a temp file in
+    the same folder, so a failure never leaves a partial file."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
         # mkstemp creates 0600; give the artifact the mode a plain open() would.
         umask = os.umask(0)
         os.umask(umask)

@@ -229,7 +229,7 @@ class GemmaTarget(TargetModel):
         return normed, self.hidden_output(taps, normed)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
-        logits = self.lm_head(h)
+        logits = self.project(h)
         cap = self.cfg.final_logit_softcapping
         if cap is not None:
             logits = torch.tanh(logits / cap) * cap

@@ -37,6 +37,8 @@ class TargetModel(nn.Module):
 
     cfg: Any  # the family's config dataclass (model_type, vocab_size, hidden_size, ...)
     embed_tokens: nn.Embedding
+    #: Set by an export that keeps a tied lm_head out of the XNNPACK delegate (``project``).
+    head_reads_table: bool = False
     #: The family was trained with <bos> in front of every sequence and writes garbage
     #: without it (Gemma): export refuses a tokenizer that does not add it.
     requires_bos: bool = False
@@ -88,6 +90,15 @@ class TargetModel(nn.Module):
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """Output logits of final normed states ``h`` [Q, H]."""
+        return self.project(h)
+
+    def project(self, h: torch.Tensor) -> torch.Tensor:
+        """``lm_head(h)``; with ``head_reads_table``, as ``mm(W, h^T)^T``: the matrix is
+        read as stored, so an lm_head kept out of the XNNPACK delegate shares the tied
+        embedding's table instead of a transposed copy of it (``aten.linear`` outside a
+        delegate decomposes into a transpose of the weight)."""
+        if self.head_reads_table:
+            return torch.mm(self.lm_head.weight, h.t()).t()
         return self.lm_head(h)
 
     def caches(self) -> list[nn.Module]:

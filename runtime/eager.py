@@ -18,6 +18,7 @@ from etspec.models.checkpoint import read_config, read_tokenizer_json
 from etspec.models.eagle3 import Eagle3Draft
 from etspec.models.gemma4_assistant import Gemma4Assistant, assistant_hidden_spec
 from etspec.models.methods import draft_methods, target_methods
+from etspec.models.quantize import quantize
 from etspec.models.target import TargetModel, load_target
 from etspec.runtime.program import EagerProgram
 
@@ -52,9 +53,11 @@ def eager_target(
     assistant: str | Path | None = None,
     assistant_step_width: int = 4,
     device: str = "cpu",
+    dtype: str = "fp32",
 ) -> EagerProgram:
     """The target's methods in torch, with the static shapes an export would compile;
-    ``assistant`` adds a Gemma 4 assistant's ``assistant_step``, as ``--assistant`` does."""
+    ``assistant`` adds a Gemma 4 assistant's ``assistant_step``, as ``--assistant`` does;
+    ``dtype`` quantizes by the same recipe as export (models/quantize.py)."""
     widths = tuple(sorted({*narrow_verify_widths, verify_width}))
     dev = resolve_device(device)
     spec = HiddenStateSpec("layer_input", tuple(hidden_layers)) if hidden_layers else None
@@ -64,11 +67,14 @@ def eager_target(
     model = load_target(checkpoint, max_seq, scratch, spec)
     model.check_shapes(verify_width)
     helper = None if assistant is None else Gemma4Assistant.from_checkpoint(assistant, model)
+    quantize(model, dtype)
+    if helper is not None:
+        quantize(helper, dtype)
     tokenizer = read_tokenizer_json(checkpoint)
     meta = model.metadata(
         prefill_chunk=prefill_chunk,
         verify_widths=widths,
-        dtype="fp32",
+        dtype=dtype,
         backend="eager",
         tokenizer_sha256=sha256_hex(tokenizer),
     )

@@ -36,6 +36,7 @@ class RunnerSpec:
     max_seq: int = 512
     prefill_chunk: int = 32
     verify_widths: tuple[int, ...] = (4, 8)
+    dtype: str = "fp32"  # reference mode: the weight recipe (models/quantize.py)
 
     @property
     def speculative(self) -> bool:
@@ -56,6 +57,7 @@ def load_programs(spec: RunnerSpec) -> tuple[Program, Program | None]:
             narrow_verify_widths=spec.verify_widths,
             assistant=spec.draft if spec.draft_method == "gemma4-assistant" else None,
             device=spec.device,
+            dtype=spec.dtype,
         )
         d = eager_draft(spec.draft, t, device=spec.device) if needs_draft_file else None
         return t, d

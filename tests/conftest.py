@@ -95,7 +95,11 @@ class Artifacts:
 
 
 # Export variants that reuse another entry's model config (and weights: same seed).
-TREE_CONFIG_OF = {"llama_tree": "llama_small_vocab", "llama_small_text": "llama_small_vocab"}
+TREE_CONFIG_OF = {
+    "llama_tree": "llama_small_vocab",
+    "llama_small_text": "llama_small_vocab",
+    "llama_tied_q": "llama_tied",
+}
 # Targets whose checkpoint ships a tokenizer.json (embedded in the .pte at export).
 WITH_TOKENIZER = {"mistral_tied", "llama_small_text"}
 

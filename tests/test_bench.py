@@ -200,6 +200,8 @@ def test_cli_bench_runs_side_by_side_and_writes_json(artifacts, tmp_path: Path) 
     assert memory["target_weights_bytes"] == case.pte.stat().st_size
     assert memory["target_kv_bytes"] == open_artifact(case.pte).metadata.kv_cache_bytes > 0
     assert memory["peak_rss_bytes"] > memory["target_weights_bytes"]
+    stored = sum(v for k, v in memory.items() if k.endswith(("weights_bytes", "kv_bytes")))
+    assert memory["peak_rss_vs_weights_and_kv"] == memory["peak_rss_bytes"] / stored
     assert "memory: target weights" in res.output
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 1 and "exists; pass --force" in again.output

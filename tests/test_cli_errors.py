@@ -124,12 +124,13 @@ def test_existing_output_is_not_overwritten(artifacts, tmp_path: Path) -> None:
 def test_failed_export_leaves_no_partial_file(artifacts, tmp_path: Path, monkeypatch) -> None:
     case = artifacts.target("qwen2_bias")
 
-    def boom(*args, **kwargs):  # type: ignore[no-untyped-def]
-        raise ExportError("lowering failed on purpose")
+    def boom(program, f):  # type: ignore[no-untyped-def]
+        f.write(b"the first bytes of a program")  # a failure half-way through writing
+        raise ExportError("serialization failed on purpose")
 
-    # etspec.export re-exports the function under the module's name; patch the module.
-    module = importlib.import_module("etspec.export.export_target")
-    monkeypatch.setattr(module, "lower", boom)
+    # etspec.export re-exports the module's functions under its name; patch the module.
+    module = importlib.import_module("etspec.export.lowering")
+    monkeypatch.setattr(module, "_write_sealed", boom)
     out = tmp_path / "t.pte"
     with pytest.raises(ExportError):
         export_target(case.checkpoint, out, TargetExportOptions(backend="portable", max_seq=32))

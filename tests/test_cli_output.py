@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from etspec.contract import DEPLOYMENT_DTYPE
+
 PROMPT = "3,1,4,1,5,9"
 
 
@@ -33,6 +35,7 @@ def test_export_prints_no_warnings(artifacts, tmp_path: Path) -> None:  # type: 
     assert res.returncode == 0, res.stderr
     assert res.stderr == ""
     assert res.stdout.startswith("wrote ") and len(res.stdout.splitlines()) == 1
+    assert res.stdout.rstrip().endswith(f"xnnpack/{DEPLOYMENT_DTYPE})")  # the default recipe
     verbose = _etspec(*args, "--force", "--verbose", cwd=tmp_path)
     assert verbose.returncode == 0 and "[etspec.thirdparty]" in verbose.stderr
 

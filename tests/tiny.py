@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
+from etspec.contract import DEPLOYMENT_DTYPE
 from etspec.export.export_target import TargetExportOptions
 
 SLIDING, FULL = "sliding_attention", "full_attention"
@@ -19,6 +20,17 @@ _INIT = 0.1
 
 TARGET_CONFIGS: dict[str, dict[str, Any]] = {
     # Llama with GQA and llama3 RoPE scaling (low/high frequency bands both exercised).
+    "llama_tied": dict(
+        model_type="llama",
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+    ),
     "llama_gqa_rope3": dict(
         model_type="llama",
         vocab_size=256,
@@ -139,6 +151,15 @@ EXPORT_OPTIONS: dict[str, TargetExportOptions] = {
     # a third of the export time.
     "llama_gqa_rope3": TargetExportOptions(
         backend="xnnpack", max_seq=96, prefill_chunk=8, verify_width=16
+    ),
+    # The same model with a tied embedding, quantized by the default recipe.
+    "llama_tied_q": TargetExportOptions(
+        backend="xnnpack",
+        dtype=DEPLOYMENT_DTYPE,
+        max_seq=64,
+        prefill_chunk=8,
+        verify_width=8,
+        narrow_verify_widths=(4,),
     ),
     "qwen2_bias": TargetExportOptions(
         backend="portable", max_seq=96, prefill_chunk=8, verify_width=4

