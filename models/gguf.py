@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -99,6 +100,16 @@ def checkpoint_folder(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _usual_modes(folder: Path) -> None:
+    """The modes a plain mkdir/open would give under the user's umask (``mkdtemp`` and
+    ``save_file`` leave the folder and the weights private to the owner)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    folder.chmod(0o777 & ~umask)
+    for f in folder.iterdir():
+        f.chmod(0o666 & ~umask)
+
+
 def convert_gguf(path: str | Path, out: str | Path, force: bool = False) -> Path:
     """Write ``out/`` (config.json, model.safetensors, tokenizer.json) from a GGUF file.
     Written aside and moved into place, so a failure leaves nothing behind."""
@@ -116,6 +127,7 @@ def convert_gguf(path: str | Path, out: str | Path, force: bool = False) -> Path
         # Tied embeddings are one tensor: safetensors refuses shared storage, and HF
         # checkpoints of tied models store the embedding alone.
         save_file(ckpt.tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        _usual_modes(tmp)
         if dest.exists():
             shutil.rmtree(dest) if dest.is_dir() else dest.unlink()
         tmp.rename(dest)

@@ -7,6 +7,8 @@ tests/test_real_gemma3.py (-m real)."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -175,6 +177,10 @@ def test_convert_writes_a_folder_transformers_reads_as_the_same_model(tiny, tmp_
     res = CliRunner().invoke(main, ["convert", "gguf", str(path), "-o", str(out)])
     assert res.exit_code == 0, res.output
     assert {p.name for p in out.iterdir()} == {"config.json", "model.safetensors", "tokenizer.json"}
+    umask = os.umask(0)
+    os.umask(umask)  # the modes a plain mkdir/open gives, not the temporary folder's 0700
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~umask
+    assert {stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()} == {0o666 & ~umask}
     again = CliRunner().invoke(main, ["convert", "gguf", str(path), "-o", str(out)])
     assert again.exit_code == 1 and "pass --force" in again.output
     model = AutoModelForCausalLM.from_pretrained(out).float().eval()
