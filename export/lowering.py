@@ -217,6 +217,9 @@ def _lower(
             constant_methods=constant_methods,
         )
         bar.update()
+        if quantized:
+            for name in edge.methods:
+                _explicit_dequantize_dtype(edge.exported_program(name).graph_module)
         bar.set_postfix_str("serialize")
         del exported  # the edge programs hold what is still needed
         program = edge.to_executorch(
@@ -234,6 +237,29 @@ def _lower(
         )
         bar.update()
         return program
+
+
+def _explicit_dequantize_dtype(gm: torch.fx.GraphModule) -> None:
+    """Spell out the output dtype of every torchao ``dequantize_affine`` in ``gm``.
+
+    Export drops the argument when it is the default (fp32), and ExecuTorch's quantized
+    embedding fusion then picks the kernel variant that writes in the scales' dtype: with
+    fp16 scales (the int4 table's) it wrote fp16 into the fp32 output (NaN). With the dtype
+    spelled out it picks ``embedding_4bit.dtype``, which dequantizes in fp32 as torchao does
+    (measured: identical to the eager lookup)."""
+    changed = False
+    for node in gm.graph.nodes:
+        op = getattr(node.target, "_op", node.target)  # edge dialect wraps the aten overload
+        if (
+            node.op == "call_function"
+            and str(op) == "torchao.dequantize_affine.default"
+            and len(node.args) < 8
+            and "output_dtype" not in node.kwargs
+        ):
+            node.args = (*node.args, node.meta["val"].dtype)
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 def write_atomically(path: Path, data: bytes | Callable[[BinaryIO], None]) -> None:

@@ -6,7 +6,8 @@ ExecuTorch's LLM quantizer before export. The linear schemes run in XNNPACK: ``8
 int4 weights in groups of 32 input channels with one scale each, multiplied with
 activations quantized to int8 per row at run time; ``8da8w`` is int8 weights with one
 scale per output channel. Embeddings are looked up by ExecuTorch's quantized kernels
-(``8w``: int8 with one scale per row).
+(``8w``: int8 with one scale per row; ``4w``: int4 in groups of 32 with fp16 scales, which
+save 10.5 MB on Gemma 3 270M's table; its quality is measured with them).
 
 Why mixed widths: the output projection of a large-vocabulary model is most of its weights
 (Gemma 3 270M: 168M of 268M parameters, tied to the embedding) and every logit goes
@@ -125,7 +126,10 @@ def _config(scheme: str) -> object:
             intx_choose_qparams_algorithm="hqq_scale_only",
         )
     return IntxWeightOnlyConfig(
-        weight_dtype=bits, granularity=granularity, intx_choose_qparams_algorithm="hqq_scale_only"
+        weight_dtype=bits,
+        granularity=granularity,
+        intx_choose_qparams_algorithm="hqq_scale_only",
+        scale_dtype=torch.float16 if group else None,
     )
 
 

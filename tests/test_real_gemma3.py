@@ -8,21 +8,27 @@ about 5 minutes each on 2 cores), so a second run takes minutes.
 What holds: the GGUF converts exactly as transformers' own loader converts it; the fp32
 ``.pte`` writes transformers' greedy tokens; prompt lookup and an untrained EAGLE-3 draft of
 the right shape (tree mechanics at a 262k vocabulary) give target-only's tokens under both KV
-strategies. Not yet: the quantized ``.pte`` writing what the same recipe writes eagerly in
-torch (marked xfail with the measured gap).
+strategies; the quantized ``.pte`` stays as close to the same recipe run eagerly in torch as
+that recipe stays to itself when its arithmetic changes in the last bit (exact ids are not
+a property two implementations of dynamic int8 activations can share on these weights; see
+the test).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from etspec.contract import DEPLOYMENT_DTYPE
 from etspec.runtime.loading import RunnerSpec, load_runners
+from etspec.runtime.quality import Scores, teacher_forced
 from etspec.runtime.speculative.dispatcher import TreeSettings
 
 pytestmark = pytest.mark.real
@@ -196,21 +202,68 @@ def test_untrained_eagle3_draft_equals_target_only(
         assert speculative.generate(prompt, 32, ignore_eos=True).token_ids == want
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured: XNNPACK's int8 dynamic-activation kernels and torchao's eager emulation "
-    "of the same recipe differ by up to 2.2 in Gemma's logits (the recipe's own error against "
-    "fp32 is 1.7-4.7; 1.5 already at the prompt's last position), so greedy ids part at the "
-    "first near-tie (prompt 1, token 6); on tiny Llama and Gemma 3 configs the two agree to "
-    "6e-7, a random model of its widths and vocabulary (4 layers) to 3e-5 "
-    "(tests/test_quantize.py holds the tied Llama one to exact ids)",
-)
-def test_quantized_pte_equals_its_eager_reference(quantized_pte: Path, hf_folder: Path) -> None:
-    """The default recipe, exported, writes what the same recipe writes in torch."""
+@contextmanager
+def _last_bit_changed(model: torch.nn.Module) -> Iterator[None]:
+    """The first decoder layer's input norm scaled by (1 + 2^-22): every value entering
+    the first quantized linear changes in about its last bit, as a second implementation's
+    float arithmetic would change it."""
+    norm = model.layers[0].input_layernorm.weight  # type: ignore[index, union-attr]
+    saved = norm.detach().clone()
+    with torch.no_grad():
+        norm.mul_(1 + 2**-22)
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            norm.copy_(saved)
+
+
+def test_quantized_pte_is_as_close_to_its_recipe_as_the_recipe_is_to_itself(
+    quantized_pte: Path, hf_folder: Path
+) -> None:
+    """The default recipe, exported, computes what the same recipe computes in torch, as
+    closely as any second implementation can.
+
+    Not token for token on these weights: int8 dynamic activation quantization rounds each
+    activation onto a grid set by its row's range, and Gemma's activations are wide (up to
+    290 entering layer 0), so a last-bit change upstream moves values across grid points
+    and each move is a large step. Measured (3 prompts x 32 tokens, teacher-forced on the
+    eager recipe's greedy output): the eager recipe with the change below agrees with
+    itself on 89.6% of positions (mean |log-prob| change 0.069), and the .pte with the eager
+    recipe on 90.6% (0.074); fp32 under such a change moves its logits by about 1e-4. The
+    yardstick is that control, measured here on the eager program itself; tiny configs,
+    where the rounding does not amplify, are held to exact ids (tests/test_quantize.py)."""
     pte = load_runners(RunnerSpec(quantized_pte))[0]
     eager = load_runners(RunnerSpec(hf_folder, reference=True, dtype=DEFAULT_DTYPE,
                                     max_seq=512, verify_widths=(4, 8, 16)))[0]  # fmt: skip
+    sequences = []
     for prompt in PROMPTS[:3]:
-        assert pte.generate(prompt, 32, ignore_eos=True).token_ids == (
-            eager.generate(prompt, 32, ignore_eos=True).token_ids
-        ), prompt
+        gen = eager.generate(prompt, 32, ignore_eos=True)
+        sequences.append(([*gen.prompt_ids, *gen.token_ids], len(gen.prompt_ids)))
+
+    def scores(program: Any) -> list[Scores]:
+        return [teacher_forced(program, ids, start) for ids, start in sequences]
+
+    reference = scores(eager.target)
+    with _last_bit_changed(eager.target.model):  # type: ignore[attr-defined]
+        control = scores(eager.target)
+    exported = scores(pte.target)
+
+    def agreement(got: list[Scores]) -> float:
+        pairs = [(a, b) for r, g in zip(reference, got, strict=True)
+                 for a, b in zip(r.argmax, g.argmax, strict=True)]  # fmt: skip
+        return sum(a == b for a, b in pairs) / len(pairs)
+
+    def logprob_change(got: list[Scores]) -> float:
+        diffs = [abs(a - b) for r, g in zip(reference, got, strict=True)
+                 for a, b in zip(r.logprob, g.logprob, strict=True)]  # fmt: skip
+        return sum(diffs) / len(diffs)
+
+    print(f"agreement: exported {agreement(exported):.3f}, control {agreement(control):.3f}; "
+          f"mean |log-prob| change: exported {logprob_change(exported):.4f}, "
+          f"control {logprob_change(control):.4f}")  # fmt: skip
+    assert agreement(control) < 1.0, "the control changed nothing; perturb elsewhere"
+    assert agreement(exported) >= agreement(control) - 0.04, (agreement(exported),
+                                                               agreement(control))  # fmt: skip
+    assert logprob_change(exported) <= 1.5 * logprob_change(control) + 0.02, (
+        logprob_change(exported), logprob_change(control))  # fmt: skip
