@@ -16,7 +16,13 @@ from typing import Any, TypeVar
 import click
 
 from etspec import logs
-from etspec.contract import DEPLOYMENT_DTYPE, DRAFT_METHOD_ALIASES, DRAFT_METHOD_CHOICES, DTYPES
+from etspec.contract import (
+    DEFAULT_MAX_SEQ,
+    DEPLOYMENT_DTYPE,
+    DRAFT_METHOD_ALIASES,
+    DRAFT_METHOD_CHOICES,
+    DTYPES,
+)
 from etspec.errors import EtspecError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -164,7 +170,13 @@ _verbose = click.option(
 @click.option("-o", "--output", required=True, type=click.Path(path_type=Path))
 @_backend
 @_dtype
-@option("--max-seq", default=512, show_default=True, help="Maximum context (tokens).")
+@option(
+    "--max-seq",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Maximum context (tokens) [default: the checkpoint's trained context, at most "
+    f"{DEFAULT_MAX_SEQ}; KV memory grows with it, speed does not].",
+)
 @click.option("--prefill-chunk", default=32, show_default=True, help="Compiled prefill width.")
 @click.option(
     "--verify-width",
@@ -195,7 +207,7 @@ def export_target_cmd(
     output: Path,
     backend: str,
     dtype: str,
-    max_seq: int,
+    max_seq: int | None,
     prefill_chunk: int,
     verify_width: str,
     hidden_layers: str | None,

@@ -23,7 +23,9 @@ from typing import Any, ClassVar
 
 from etspec.errors import ArtifactError, MetadataMismatchError
 
-FORMAT_VERSION = 4  # 2: draft_extend per verify width; 3: integrity trailer; 4: layer types
+# 2: draft_extend per verify width; 3: integrity trailer; 4: layer types; 5: every attending
+# method takes a mask of dynamic width (the slots it attends)
+FORMAT_VERSION = 5
 
 # Export appends a trailer to the ExecuTorch program: SHA-256 of the program bytes, their
 # length (u64 little-endian), then TRAILER_MAGIC, so the file ends with the magic. Runtimes
@@ -82,11 +84,27 @@ DTYPES = ("fp32", "8da4w", "8da8w", "8da4w-mixed", "8da8w-e4", "8da4w-mlp")
 # keeps Gemma 3 270M (>= 90% top-1 agreement with fp32, held-out perplexity within 10%, the
 # copy test; README "Gemma 3 270M"). The portable backend runs fp32 only.
 DEPLOYMENT_DTYPE = "8da8w-e4"
+# The context `export target` gives a checkpoint without --max-seq: its trained context
+# (max_position_embeddings), at most this. Calls cost what their actual context costs
+# (every mask has a dynamic width), so a larger context costs KV memory only.
+DEFAULT_MAX_SEQ = 4096
 
 # Additive mask value for "not attended". Finite on purpose: a fully masked (padded) query
 # row then yields finite garbage instead of NaN, and NaN written into a cache slot would
 # poison every later query through 0 * NaN in probs @ V even where that slot is masked.
 MASK_MIN = -1.0e9
+
+# A method's mask has one column per slot it attends: committed slots [0, n), then the
+# scratch slots (models/layers.column_slots). Callers round n up to a multiple of
+# MASK_GRANULE so the XNNPACK runtimes re-plan their shapes once per MASK_GRANULE tokens
+# rather than at every token.
+MASK_GRANULE = 64
+
+
+def mask_width(needed: int, max_context: int, cache_size: int) -> int:
+    """Columns of a mask that must show committed slots ``[0, needed)`` (and the scratch)."""
+    n = min(max_context, max(1, -(-needed // MASK_GRANULE) * MASK_GRANULE))
+    return n + cache_size - max_context
 
 
 # One-line errors about artifacts, worded once for the Python runtime and the C++ runner.
@@ -412,6 +430,7 @@ def cpp_header() -> str:
         f"inline constexpr char kTrailerMagic[] = {q(TRAILER_MAGIC.decode())};",
         f"inline constexpr int kTrailerSize = {TRAILER_SIZE};",
         f"inline constexpr float kMaskMin = {MASK_MIN!r}f;",
+        f"inline constexpr long kMaskGranule = {MASK_GRANULE};",
         # char arrays: BackendOptions::set_option takes its key as one.
         f"inline constexpr char kXnnpackBackend[] = {q(XNNPACK_BACKEND)};",
         f"inline constexpr char kXnnpackWeightCache[] = {q(XNNPACK_WEIGHT_CACHE)};",

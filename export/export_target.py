@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from etspec.artifact import sha256_hex
 from etspec.contract import (
+    DEFAULT_MAX_SEQ,
     TOKENIZER_JSON,
     HiddenStateSpec,
     TargetMetadata,
@@ -33,7 +35,7 @@ class TargetExportOptions:
 
     backend: str = "xnnpack"
     dtype: str = "fp32"
-    max_seq: int = 512
+    max_seq: int | None = None  # default: default_context(the checkpoint's config)
     prefill_chunk: int = 32
     verify_width: int = 8  # the widest verify method
     narrow_verify_widths: tuple[int, ...] = ()  # more verify methods, for small trees
@@ -50,19 +52,35 @@ class TargetExportOptions:
     def check(self) -> None:
         check_options(self.backend, self.dtype)
         for name in ("max_seq", "prefill_chunk", "verify_width"):
-            if getattr(self, name) < 1:
+            value = getattr(self, name)
+            if value is not None and value < 1:
                 raise ExportError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.prefill_chunk > self.max_seq or self.verify_width > self.max_seq:
-            raise ExportError("--prefill-chunk and --verify-width must not exceed --max-seq")
+        if self.max_seq is not None:
+            check_context(self, self.max_seq)
         if any(not 1 <= w <= self.verify_width for w in self.narrow_verify_widths):
             raise ExportError(
                 f"verify widths {list(self.verify_widths)} must be between 1 and the widest"
             )
 
 
+def default_context(config: dict[str, Any]) -> int:
+    """The context an export gets without ``--max-seq``: what the checkpoint was trained
+    for, at most ``DEFAULT_MAX_SEQ``. A call costs what its actual context costs, so a
+    large context costs only its KV memory (``kv_cache_bytes`` in the metadata)."""
+    trained = config.get("max_position_embeddings")
+    return min(DEFAULT_MAX_SEQ, int(trained)) if trained else DEFAULT_MAX_SEQ
+
+
+def check_context(opts: TargetExportOptions, max_seq: int) -> None:
+    if opts.prefill_chunk > max_seq or opts.verify_width > max_seq:
+        raise ExportError("--prefill-chunk and --verify-width must not exceed --max-seq")
+
+
 def build_target(checkpoint: str | Path, opts: TargetExportOptions) -> TargetModel:
     """The exportable torch module for ``checkpoint`` (also what the eager reference runs)."""
     config = read_config(checkpoint)
+    max_seq = opts.max_seq or default_context(config)
+    check_context(opts, max_seq)
     build = target_family(config)
     num_layers = int(config.get("num_hidden_layers", 0))
     layers = opts.hidden_layers or default_eagle3_layers(num_layers)
@@ -78,7 +96,7 @@ def build_target(checkpoint: str | Path, opts: TargetExportOptions) -> TargetMod
         )
     # Scratch holds one verify window: speculative entries (scratch-commit) and pad rows.
     scratch = max(opts.verify_width, opts.prefill_chunk)
-    model = build(checkpoint, opts.max_seq, scratch, spec)
+    model = build(checkpoint, max_seq, scratch, spec)
     model.check_shapes(opts.verify_width)
     return model
 

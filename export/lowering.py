@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import torch
-from torch import nn
 from tqdm import tqdm
 
 from etspec import logs
 from etspec.artifact import seal, trailer
 from etspec.contract import BACKENDS, DTYPES
 from etspec.errors import ExportError, OutputExistsError
+from etspec.models.methods import Methods
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +45,6 @@ def check_output(path: str | Path, force: bool) -> Path:
     if not p.parent.exists():
         raise ExportError(f"output folder {p.parent} does not exist")
     return p
-
-
-Methods = dict[str, tuple[nn.Module, tuple[torch.Tensor, ...]]]
 
 
 def lower(
@@ -205,9 +202,11 @@ def _lower(
     # disable=None: a bar on a terminal only, not in logs and pipes.
     bar_args: dict[str, Any] = {"unit": "step", "leave": False, "disable": None}
     with torch.no_grad(), tqdm(total=len(methods) + 2, desc=desc, **bar_args) as bar:
-        for name, (module, example) in methods.items():
+        for name, (module, example, dynamic) in methods.items():
             bar.set_postfix_str(f"export {name}")
-            exported[name] = torch.export.export(module, example, strict=False)
+            exported[name] = torch.export.export(
+                module, example, dynamic_shapes=dynamic, strict=False
+            )
             bar.update()
         bar.set_postfix_str(f"lower to {backend}")
         edge = to_edge_transform_and_lower(

@@ -75,7 +75,7 @@ class Eagle3Config:
 
 
 class Eagle3Layer(nn.Module):
-    def __init__(self, cfg: Eagle3Config, cache_size: int) -> None:
+    def __init__(self, cfg: Eagle3Config, cache_size: int, max_context: int) -> None:
         super().__init__()
         h = cfg.hidden_size
         self.input_layernorm = RMSNorm(h, cfg.rms_norm_eps)
@@ -87,6 +87,7 @@ class Eagle3Layer(nn.Module):
             cfg.num_kv_heads,
             cfg.head_dim,
             cache_size,
+            max_context,
             qkv_bias=cfg.attention_bias,
             o_bias=cfg.attention_bias,
         )
@@ -104,7 +105,7 @@ class Eagle3Draft(nn.Module):
         self.cache_size = max_context + scratch
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.fc = nn.Linear(cfg.num_aux * cfg.target_hidden_size, cfg.hidden_size, bias=False)
-        self.midlayer = Eagle3Layer(cfg, self.cache_size)
+        self.midlayer = Eagle3Layer(cfg, self.cache_size, max_context)
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))

@@ -19,7 +19,15 @@ from torch import nn
 from etspec.contract import MASK_MIN, HiddenStateSpec
 from etspec.models.checkpoint import load_state_dict, read_config
 from etspec.models.gemma_config import GemmaConfig, GemmaLayer
-from etspec.models.layers import MLP, KVCache, RMSNorm, attend, gelu_tanh, window_mask
+from etspec.models.layers import (
+    MLP,
+    KVCache,
+    RMSNorm,
+    attend,
+    column_slots,
+    gelu_tanh,
+    window_mask,
+)
 from etspec.models.rope import apply_rope, rope_tables
 from etspec.models.target import TargetModel, load_weights
 
@@ -48,7 +56,9 @@ class GemmaAttention(nn.Module):
     """Attention with q/k (and Gemma 4's weightless v) norms; a KV-shared layer has no
     key/value projections and no cache of its own."""
 
-    def __init__(self, cfg: GemmaConfig, spec: GemmaLayer, owns_kv: bool, cache_size: int) -> None:
+    def __init__(
+        self, cfg: GemmaConfig, spec: GemmaLayer, owns_kv: bool, cache_size: int, max_context: int
+    ) -> None:
         super().__init__()
         self.num_heads, self.num_kv_heads = cfg.num_heads, spec.num_kv_heads
         self.head_dim = spec.head_dim
@@ -67,7 +77,7 @@ class GemmaAttention(nn.Module):
                 self.v_proj = nn.Linear(cfg.hidden_size, spec.num_kv_heads * d, bias=False)
             # Gemma 4 normalizes values without a scale; Gemma 3 leaves them as projected.
             self.v_norm = RMSNorm(d, eps, scale=False) if cfg.layer_scalar else None
-            self.cache = KVCache(spec.num_kv_heads, cache_size, d)
+            self.cache = KVCache(spec.num_kv_heads, cache_size, d, max_context)
 
     def forward(
         self,
@@ -94,13 +104,13 @@ class GemmaAttention(nn.Module):
 class GemmaLayerModule(nn.Module):
     """Sandwich-normed decoder layer; Gemma 4 adds the per-layer input and a layer scalar."""
 
-    def __init__(self, cfg: GemmaConfig, index: int, cache_size: int) -> None:
+    def __init__(self, cfg: GemmaConfig, index: int, cache_size: int, max_context: int) -> None:
         super().__init__()
         spec = cfg.layers[index]
         h, eps = cfg.hidden_size, cfg.rms_norm_eps
         self.sliding = spec.sliding
         self.kv_source = spec.kv_source
-        self.self_attn = GemmaAttention(cfg, spec, spec.kv_source == index, cache_size)
+        self.self_attn = GemmaAttention(cfg, spec, spec.kv_source == index, cache_size, max_context)
         self.mlp = MLP(h, spec.intermediate_size, gelu=True)
         self.input_layernorm = RMSNorm(h, eps)
         self.post_attention_layernorm = RMSNorm(h, eps)
@@ -150,7 +160,7 @@ class GemmaTarget(TargetModel):
         # transformers multiplies by sqrt(H) rounded to the weight dtype (fp32 here).
         self.embed_scale = h**0.5
         self.layers = nn.ModuleList(
-            GemmaLayerModule(cfg, i, self.cache_size) for i in range(cfg.num_layers)
+            GemmaLayerModule(cfg, i, self.cache_size, max_context) for i in range(cfg.num_layers)
         )
         self.norm = RMSNorm(h, cfg.rms_norm_eps)
         self.lm_head = nn.Linear(h, cfg.vocab_size, bias=False)
@@ -202,7 +212,8 @@ class GemmaTarget(TargetModel):
         per_layer = self.per_layer_inputs(tokens, x) if self.cfg.per_layer_input_size else None
         sliding_mask = mask
         if self.cfg.sliding_window:
-            band = window_mask(positions, self.cache_size, self.cfg.sliding_window, MASK_MIN)
+            columns = column_slots(mask.shape[-1], self.max_context, self.cache_size)
+            band = window_mask(positions, columns, self.cfg.sliding_window, MASK_MIN)
             sliding_mask = mask + band
         tables: dict[tuple[bool, int], tuple[torch.Tensor, torch.Tensor]] = {}
         taps: dict[int, torch.Tensor] = {}

@@ -80,7 +80,9 @@ class Gemma4Assistant(nn.Module):
         t = cfg.text
         h, hb = t.hidden_size, cfg.backbone_hidden_size
         self.embed_tokens = nn.Embedding(t.vocab_size, h)  # the tied output head's weights
-        self.layers = nn.ModuleList(GemmaLayerModule(t, i, cache_size) for i in range(t.num_layers))
+        self.layers = nn.ModuleList(
+            GemmaLayerModule(t, i, cache_size, cache_size) for i in range(t.num_layers)
+        )
         self.norm = RMSNorm(h, t.rms_norm_eps)
         self.pre_projection = nn.Linear(2 * hb, h, bias=False)
         self.post_projection = nn.Linear(h, hb, bias=False)

@@ -16,7 +16,7 @@ from etspec.models.target import TargetModel, load_weights
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg: DecoderConfig, cache_size: int) -> None:
+    def __init__(self, cfg: DecoderConfig, cache_size: int, max_context: int) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.self_attn = Attention(
@@ -26,6 +26,7 @@ class DecoderLayer(nn.Module):
             cfg.num_kv_heads,
             cfg.head_dim,
             cache_size,
+            max_context,
             qkv_bias=cfg.qkv_bias,
             o_bias=cfg.o_bias,
         )
@@ -51,7 +52,7 @@ class LlamaTarget(TargetModel):
         self.cfg = cfg
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.layers = nn.ModuleList(
-            DecoderLayer(cfg, self.cache_size) for _ in range(cfg.num_layers)
+            DecoderLayer(cfg, self.cache_size, max_context) for _ in range(cfg.num_layers)
         )
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)

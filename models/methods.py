@@ -3,12 +3,19 @@
 Export lowers these into one ``.pte`` whose methods share the model's cache buffers; the
 eager reference program calls the very same modules. Each wrapper's docstring is its
 method's contract (inputs, outputs, which cache slots it writes).
+
+Every attending method takes its additive ``mask[Q, W]`` from the caller, and ``W`` is the
+one dynamic dimension of the program: the columns are the slots the call attends
+(``layers.column_slots``: the first ``W - scratch`` committed slots, then the scratch
+slots), so a call costs what the context it attends costs, whatever ``max_context`` the
+artifact was exported with. Callers size ``W`` with ``contract.mask_width``.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.export import Dim
 
 from etspec.contract import (
     ASSISTANT_STEP,
@@ -16,7 +23,6 @@ from etspec.contract import (
     DRAFT_PREFILL,
     DRAFT_RESET,
     DRAFT_STEP,
-    MASK_MIN,
     TARGET_COMMIT,
     TARGET_DECODE,
     TARGET_PREFILL,
@@ -25,39 +31,59 @@ from etspec.contract import (
     verify_method_name,
 )
 from etspec.models.eagle3 import Eagle3Draft
-from etspec.models.layers import causal_mask
 from etspec.models.target import TargetModel
 
 Example = tuple[torch.Tensor, ...]
+#: Per input, its dynamic dimensions (``torch.export`` ``dynamic_shapes``), or None.
+Dynamic = tuple[dict[int, Dim] | None, ...] | None
+Methods = dict[str, tuple[nn.Module, Example, Dynamic]]
+
+
+def _mask_example(rows: int, max_context: int, cache_size: int) -> torch.Tensor:
+    """A ``[rows, W]`` example mask whose width export keeps symbolic (not 0 or 1, and
+    distinct from the other example sizes so export does not equate them)."""
+    n = max(2, min(max_context, 17))
+    return torch.zeros(rows, n + cache_size - max_context)
+
+
+def _mask_dim(max_context: int, cache_size: int) -> Dim:
+    # At least two committed columns: export specializes a slice of length 1.
+    scratch = cache_size - max_context
+    return Dim("mask_width", min=scratch + 2, max=cache_size)
+
+
+def _with_mask(count: int, index: int, dim: Dim) -> Dynamic:
+    """``dynamic_shapes`` of a method with ``count`` inputs whose input ``index`` is the mask."""
+    return tuple({1: dim} if i == index else None for i in range(count))
 
 
 class TargetPrefill(nn.Module):
-    """``(tokens[N], positions[N], last[1]) -> (logits[1, V], hidden[N, T*H])``.
+    """``(tokens[N], positions[N], last[1], mask[N, W]) -> (logits[1, V], hidden[N, T*H])``.
 
-    Writes slot == position for every row. ``last`` picks the row whose logits are returned
-    (the last real token; a short final chunk is padded with rows at higher positions, which
-    write only slots that are rewritten before they become visible).
+    Writes slot == position for every row; ``mask`` is causal (``layers.causal_mask``).
+    ``last`` picks the row whose logits are returned (the last real token; a short final
+    chunk is padded with rows at higher positions, which write only slots that are
+    rewritten before they become visible).
     """
 
     def __init__(self, model: TargetModel) -> None:
         super().__init__()
         self.model = model
 
-    def forward(self, tokens, positions, last):  # type: ignore[no-untyped-def]
-        mask = causal_mask(positions, self.model.cache_size, MASK_MIN)
+    def forward(self, tokens, positions, last, mask):  # type: ignore[no-untyped-def]
         h, hidden = self.model.body(tokens, positions, positions, mask)
         return self.model.logits(h.index_select(0, last)), hidden
 
 
 class TargetDecode(nn.Module):
-    """``(token[1], position[1]) -> (logits[1, V], hidden[1, T*H])``; writes slot == position."""
+    """``(token[1], position[1], mask[1, W]) -> (logits[1, V], hidden[1, T*H])``; writes
+    slot == position; ``mask`` is causal."""
 
     def __init__(self, model: TargetModel) -> None:
         super().__init__()
         self.model = model
 
-    def forward(self, token, position):  # type: ignore[no-untyped-def]
-        mask = causal_mask(position, self.model.cache_size, MASK_MIN)
+    def forward(self, token, position, mask):  # type: ignore[no-untyped-def]
         h, hidden = self.model.body(token, position, position, mask)
         return self.model.logits(h), hidden
 
@@ -131,60 +157,74 @@ def target_methods(
     verify_widths: tuple[int, ...],
     assistant: nn.Module | None = None,
     assistant_step_width: int = 0,
-) -> dict[str, tuple[nn.Module, Example]]:
-    """Method name -> (wrapper, example inputs with the compiled static shapes).
+) -> Methods:
+    """Method name -> (wrapper, example inputs with the compiled static shapes, the
+    dynamic mask width).
 
     One verify method per width: verify cost grows with width, so a small tree runs the
     narrowest method that holds it (the widest is ``target_verify``, the others
     ``target_verify_<K>``). An ``assistant`` drafter adds ``assistant_step``.
     """
-    extra: dict[str, tuple[nn.Module, Example]] = {}
+    extra: Methods = {}
     if assistant is not None:
         w, hb = assistant_step_width, model.cfg.hidden_size
         extra[ASSISTANT_STEP] = (
             AssistantStep(model, assistant),
             (torch.zeros(w, dtype=torch.long), torch.zeros(w, hb), torch.tensor([1])),
+            None,
         )
-    s, n = model.cache_size, prefill_chunk
+    c, s, n = model.max_context, model.cache_size, prefill_chunk
     k = max(verify_widths)
-    verify = {
+    width = _mask_dim(c, s)
+    verify: Methods = {
         verify_method_name(w, k): (
             TargetVerify(model),
             (
                 torch.zeros(w, dtype=torch.long),
                 torch.arange(w),
                 torch.arange(w),
-                torch.zeros(w, s),
+                _mask_example(w, c, s),
             ),
+            _with_mask(4, 3, width),
         )
         for w in sorted(set(verify_widths))
     }
     return {
         TARGET_PREFILL: (
             TargetPrefill(model),
-            (torch.zeros(n, dtype=torch.long), torch.arange(n), torch.tensor([n - 1])),
+            (
+                torch.zeros(n, dtype=torch.long),
+                torch.arange(n),
+                torch.tensor([n - 1]),
+                _mask_example(n, c, s),
+            ),
+            _with_mask(4, 3, width),
         ),
         TARGET_DECODE: (
             TargetDecode(model),
-            (torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long)),
+            (
+                torch.zeros(1, dtype=torch.long),
+                torch.zeros(1, dtype=torch.long),
+                _mask_example(1, c, s),
+            ),
+            _with_mask(3, 2, width),
         ),
         **verify,
-        TARGET_COMMIT: (CacheCommit(model), (torch.arange(k), torch.arange(k))),
-        TARGET_RESET: (CacheReset(model), ()),
+        TARGET_COMMIT: (CacheCommit(model), (torch.arange(k), torch.arange(k)), None),
+        TARGET_RESET: (CacheReset(model), (), None),
         **extra,
     }
 
 
 class DraftPrefill(nn.Module):
-    """``(tokens[N], target_hidden[N, T*Ht], positions[N], last[1])
-    -> (logits[1, Vd], hidden_out[1, H])``; writes slot == position, causal."""
+    """``(tokens[N], target_hidden[N, T*Ht], positions[N], last[1], mask[N, W])
+    -> (logits[1, Vd], hidden_out[1, H])``; writes slot == position; ``mask`` is causal."""
 
     def __init__(self, model: Eagle3Draft) -> None:
         super().__init__()
         self.model = model
 
-    def forward(self, tokens, target_hidden, positions, last):  # type: ignore[no-untyped-def]
-        mask = causal_mask(positions, self.model.cache_size, MASK_MIN)
+    def forward(self, tokens, target_hidden, positions, last, mask):  # type: ignore[no-untyped-def]
         out = self.model.body(tokens, self.model.fuse(target_hidden), positions, positions, mask)
         out = out.index_select(0, last)
         return self.model.logits(out), out
@@ -218,12 +258,14 @@ class DraftStep(nn.Module):
 
 def draft_methods(
     model: Eagle3Draft, prefill_chunk: int, extend_widths: tuple[int, ...], step_width: int
-) -> dict[str, tuple[nn.Module, Example]]:
+) -> Methods:
     """Method name -> (wrapper, example inputs). One extend method per width, like verify:
     a step that accepted few tokens runs the narrowest extend that holds them."""
-    s, th, h = model.cache_size, model.target_hidden_width, model.cfg.hidden_size
+    c, s = model.max_context, model.cache_size
+    th, h = model.target_hidden_width, model.cfg.hidden_size
     n, k, w = prefill_chunk, max(extend_widths), step_width
     long = torch.long
+    width = _mask_dim(c, s)
 
     def rows(count: int, state_width: int) -> Example:
         """``(tokens, states, positions, slots, mask)`` of ``count`` rows."""
@@ -232,11 +274,11 @@ def draft_methods(
             torch.zeros(count, state_width),
             torch.arange(count),
             torch.arange(count),
-            torch.zeros(count, s),
+            _mask_example(count, c, s),
         )
 
-    extend = {
-        extend_method_name(e, k): (DraftExtend(model), rows(e, th))
+    extend: Methods = {
+        extend_method_name(e, k): (DraftExtend(model), rows(e, th), _with_mask(5, 4, width))
         for e in sorted(set(extend_widths))
     }
     return {
@@ -247,10 +289,12 @@ def draft_methods(
                 torch.zeros(n, th),
                 torch.arange(n),
                 torch.tensor([n - 1]),
+                _mask_example(n, c, s),
             ),
+            _with_mask(5, 4, width),
         ),
         **extend,
-        DRAFT_STEP: (DraftStep(model), rows(w, h)),
-        DRAFT_COMMIT: (CacheCommit(model), (torch.arange(k), torch.arange(k))),
-        DRAFT_RESET: (CacheReset(model), ()),
+        DRAFT_STEP: (DraftStep(model), rows(w, h), _with_mask(5, 4, width)),
+        DRAFT_COMMIT: (CacheCommit(model), (torch.arange(k), torch.arange(k)), None),
+        DRAFT_RESET: (CacheReset(model), (), None),
     }

@@ -80,7 +80,7 @@ def _forward_through_body(
     if t > model.cache_size:
         raise ValueError(f"{t} tokens exceed the model's {model.cache_size} cache slots")
     positions = torch.arange(t, device=tokens.device)
-    mask = causal_mask(positions, model.cache_size, MASK_MIN)
+    mask = causal_mask(positions, torch.arange(model.cache_size, device=tokens.device), MASK_MIN)
     logits, hidden = [], []
     # The caches are fp32 buffers: writes under autocast would mix dtypes.
     with torch.autocast(tokens.device.type, enabled=False):

@@ -15,6 +15,7 @@ from typing import Protocol
 import torch
 
 from etspec.contract import TARGET_DECODE
+from etspec.runtime.masks import MaskLayout
 from etspec.runtime.prefill import PrefillResult
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
@@ -95,10 +96,12 @@ class TextTokenGenerator:
         stats, target, sampler = ctx.stats, ctx.target, ctx.sampler
         position_t = torch.empty(1, dtype=torch.long)
         token_t = torch.empty(1, dtype=torch.long)
+        layout = MaskLayout(target.metadata.max_context, target.metadata.cache_size)
         while sink.remaining > 0:
             token_t[0], position_t[0] = token, position
             with stats.stage("decode"):
-                logits, _ = target.run(TARGET_DECODE, token_t, position_t)
+                mask = layout.causal(position_t)
+                logits, _ = target.run(TARGET_DECODE, token_t, position_t, mask)
             stats.decode_calls += 1
             token = sampler.pick(logits, sink.history)
             position += 1

@@ -8,6 +8,7 @@ import torch
 
 from etspec.contract import TARGET_PREFILL
 from etspec.errors import EtspecError
+from etspec.runtime.masks import MaskLayout
 from etspec.runtime.program import Program
 
 
@@ -35,12 +36,14 @@ def prefill_target(program: Program, tokens: torch.Tensor, start: int = 0) -> Pr
         )
     hidden = []
     logits = torch.empty(0)
+    layout = MaskLayout(meta.max_context, meta.cache_size)
     for lo in range(0, total, n):
         chunk = tokens[lo : lo + n]
         real = int(chunk.numel())
         ids = torch.zeros(n, dtype=torch.long)
         ids[:real] = chunk
         positions = torch.arange(start + lo, start + lo + n, dtype=torch.long)
-        logits, h = program.run(TARGET_PREFILL, ids, positions, torch.tensor([real - 1]))
+        mask = layout.causal(positions)
+        logits, h = program.run(TARGET_PREFILL, ids, positions, torch.tensor([real - 1]), mask)
         hidden.append(h[:real])
     return PrefillResult(logits, torch.cat(hidden))

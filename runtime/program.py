@@ -18,6 +18,8 @@ from etspec import logs
 from etspec.artifact import OpenedArtifact, open_artifact
 from etspec.contract import (
     DRAFT_D2T,
+    DRAFT_RESET,
+    TARGET_RESET,
     TOKENIZER_JSON,
     DraftMetadata,
     TargetMetadata,
@@ -69,6 +71,12 @@ class PteProgram:
         with logs.quiet(native=True):
             for name in sorted(program.method_names() - constants):
                 program._method(name)
+        # Mutable buffers start as whatever the arena held; garbage that happens to be NaN
+        # would poison attention even where masked (0 * NaN). Zeroed once here; runners do
+        # not zero per request.
+        reset = TARGET_RESET if isinstance(program.metadata, TargetMetadata) else DRAFT_RESET
+        if reset in program.method_names():
+            program.run(reset)
         return program
 
     @property

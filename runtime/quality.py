@@ -25,6 +25,7 @@ import torch
 
 from etspec.contract import TARGET_DECODE, TARGET_RESET
 from etspec.errors import EtspecError
+from etspec.runtime.masks import MaskLayout
 from etspec.runtime.prefill import prefill_target
 from etspec.runtime.program import Program
 from etspec.runtime.runner import TextLLMRunner
@@ -92,13 +93,14 @@ def teacher_forced(program: Program, ids: Sequence[int], start: int) -> Scores:
     logits = prefill_target(program, torch.tensor(ids[:start], dtype=torch.long)).logits
     out = Scores()
     token, position = torch.empty(1, dtype=torch.long), torch.empty(1, dtype=torch.long)
+    layout = MaskLayout(program.metadata.max_context, program.metadata.cache_size)
     for i in range(start, len(ids)):
         row = logits.reshape(-1).float()
         out.argmax.append(int(row.argmax()))
         out.logprob.append(float(torch.log_softmax(row, -1)[ids[i]]))
         if i + 1 < len(ids):
             token[0], position[0] = ids[i], i
-            logits, _ = program.run(TARGET_DECODE, token, position)
+            logits, _ = program.run(TARGET_DECODE, token, position, layout.causal(position))
     return out
 
 

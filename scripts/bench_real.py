@@ -2,7 +2,7 @@
 
     python scripts/bench_real.py --pte NAME=FILE.pte [--pte ...] [--gguf FILE.gguf]
         [--cpp-runner build/cpp/etspec_runner] [--threads 2] [--max-new-tokens 128]
-        [--repeats 2] [--json OUT.json]
+        [--repeats 2] [--long 3000] [--json OUT.json]
 
 Every system runs every prompt in turn (prompt by prompt, systems interleaved, so a drift
 in machine speed hits them alike), greedy, after one warm-up generation each: etspec
@@ -12,8 +12,10 @@ generation, fed the same ids; its own timings, which exclude loading), and, with
 ``--gguf`` (``pip install llama-cpp-python``), llama.cpp's own target-only decoding with
 ``n_threads = --threads``. Reports decode tokens/s (new tokens after the first, over the
 time after the first) per system and prompt kind, and whether each output is identical to
-its own target-only output. llama.cpp's threads busy-wait: a run on a machine whose load
-average exceeds half its cores is refused, since its figures would not mean anything.
+its own target-only output. ``--long N`` adds a long-prompt case (a document of about N
+tokens and a question; time to first token is then mostly its prefill). llama.cpp's
+threads busy-wait: a run on a machine whose load average exceeds half its cores is
+refused, since its figures would not mean anything.
 """
 
 from __future__ import annotations
@@ -50,6 +52,15 @@ PROMPTS = {
 }
 
 
+def long_prompt(tokens: int = 3000) -> str:
+    """A document of about ``tokens`` Gemma tokens (this project's README, a real text with
+    code, tables and prose) and a question about it: the long-prompt case."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    doc = text[: tokens * 3]  # ~3 characters per token for this text under Gemma's tokenizer
+    return (f"Document:\n\n{doc}\n\nQuestion: which command runs the tests, and what does "
+            "the bundled pair consist of?\n\nAnswer:")  # fmt: skip
+
+
 def _cpp_generate(
     binary: Path, pte: Path, ids: list[int], n: int
 ) -> tuple[list[int], float, float]:
@@ -61,10 +72,10 @@ def _cpp_generate(
     return out["token_ids"], out["stats"]["ttft_s"], out["stats"]["total_s"]
 
 
-def _llama_cpp(gguf: Path, threads: int) -> Any:
+def _llama_cpp(gguf: Path, threads: int, n_ctx: int) -> Any:
     from llama_cpp import Llama
 
-    return Llama(model_path=str(gguf), n_ctx=1024, n_threads=threads, n_threads_batch=threads,
+    return Llama(model_path=str(gguf), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
                  verbose=False, seed=0)  # fmt: skip
 
 
@@ -93,6 +104,11 @@ def _llama_generate(llm: Any, prompt: str, n: int) -> tuple[list[int], float, fl
 @click.option("--repeats", default=2, show_default=True, help="Full sweeps over every prompt.")
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None)
 @click.option("--force", is_flag=True, help="Run even on a busy machine.")
+@click.option(
+    "--long", "long_tokens", type=int, default=0,
+    help="Add a long-prompt case: a document of about this many tokens and a question "
+    "(needs artifacts exported with --max-seq above it; 0: none).",
+)  # fmt: skip
 def main(
     ptes: tuple[str, ...],
     gguf: Path | None,
@@ -102,6 +118,7 @@ def main(
     repeats: int,
     json_out: Path | None,
     force: bool,
+    long_tokens: int,
 ) -> None:
     load = os.getloadavg()[0]
     if load > (os.cpu_count() or 1) / 2 and not force:
@@ -122,15 +139,19 @@ def main(
         systems[f"{name} prompt lookup"] = ("etspec", lookup)
         if cpp_runner is not None:
             systems[f"{name} C++ target-only"] = ("cpp", (cpp_runner, Path(path), base))
+    prompts = dict(PROMPTS)
+    if long_tokens:
+        prompts["long"] = [long_prompt(long_tokens)]
     if gguf is not None:
-        systems["llama.cpp target-only"] = ("llama.cpp", _llama_cpp(gguf, threads))
+        n_ctx = 1024 if not long_tokens else long_tokens + max_new_tokens + 1024
+        systems["llama.cpp target-only"] = ("llama.cpp", _llama_cpp(gguf, threads, n_ctx))
     records: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
     for kind, sys_ in systems.values():  # warm-up
         if kind == "etspec":
             sys_.generate(PROMPTS["open"][0], 8, ignore_eos=True)
         elif kind == "llama.cpp":
             _llama_generate(sys_, PROMPTS["open"][0], 8)
-    sweeps = [(r, g, p) for r in range(repeats) for g, ps in PROMPTS.items() for p in ps]
+    sweeps = [(r, g, p) for r in range(repeats) for g, ps in prompts.items() for p in ps]
     for repeat, group, prompt in sweeps:
         for name, (kind, sys_) in systems.items():
             if kind == "etspec":
@@ -148,9 +169,10 @@ def main(
     for name, recs in records.items():
         ref = records[name.replace("prompt lookup", "target-only").replace("C++ ", "")]
         row = {}
-        for group in PROMPTS:
+        for group in prompts:
             mine = [r for r in recs if r["group"] == group]
             row[group] = statistics.mean(r["decode_tok_s"] for r in mine)
+            row[f"{group}_ttft_ms"] = 1e3 * statistics.mean(r["ttft_s"] for r in mine)
             row[f"{group}_per_repeat"] = [
                 statistics.mean(r["decode_tok_s"] for r in mine if r["repeat"] == i)
                 for i in range(repeats)

@@ -7,6 +7,7 @@ import torch
 from etspec.contract import MASK_MIN
 from etspec.export.export_target import build_target, target_metadata
 from etspec.models.methods import target_methods
+from etspec.runtime.masks import MaskLayout
 from etspec.runtime.program import EagerProgram, PteProgram
 
 TOL = 1e-4  # max abs logits difference allowed against transformers (fp32)
@@ -35,6 +36,20 @@ def hf_forward(hf, ids: torch.Tensor):  # type: ignore[no-untyped-def]
 def hf_taps(out, layers) -> torch.Tensor:  # type: ignore[no-untyped-def]
     """HF ``hidden_states[i]`` is the input of layer i: the same taps etspec exports."""
     return torch.cat([out.hidden_states[i][0] for i in layers], dim=-1)
+
+
+def causal(program, positions: torch.Tensor) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    """The causal mask ``program``'s prefill and decode take for rows at ``positions``."""
+    meta = program.metadata
+    return MaskLayout(meta.max_context, meta.cache_size).causal(positions)
+
+
+def decode(program, token: int, position: int):  # type: ignore[no-untyped-def]
+    """One ``target_decode`` call of ``token`` at ``position``."""
+    from etspec.contract import TARGET_DECODE
+
+    pos = torch.tensor([position])
+    return program.run(TARGET_DECODE, torch.tensor([token]), pos, causal(program, pos))
 
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -257,13 +272,13 @@ def committed_kv_check(target, sequential, full: list[int], checked: list[int], 
     """An ``on_accept`` hook: after every step the live committed caches of ``target`` equal
     ``sequential`` decoding of the committed tokens of ``full`` (tensors, within ``atol``:
     verify vs decode summation order); appends each committed length to ``checked``."""
-    from etspec.contract import TARGET_DECODE, TARGET_RESET
+    from etspec.contract import TARGET_RESET
 
     def check(acc) -> None:  # type: ignore[no-untyped-def]
         committed = acc.position + len(acc.tokens)
         sequential.run(TARGET_RESET)
         for pos, tok in enumerate(full[:committed]):
-            sequential.run(TARGET_DECODE, torch.tensor([tok]), torch.tensor([pos]))
+            decode(sequential, tok, pos)
         for live, want in zip(target.cache_tensors(), sequential.cache_tensors(), strict=True):
             torch.testing.assert_close(live[:, :committed], want[:, :committed], atol=atol, rtol=0)
         checked.append(committed)

@@ -103,7 +103,7 @@ def test_a_foreign_program_without_trailer_is_refused(  # type: ignore[no-untype
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x + 1
 
-    sealed = lower({"forward": (Plus(), (torch.zeros(2),))}, {}, "portable", "t")
+    sealed = lower({"forward": (Plus(), (torch.zeros(2),), None)}, {}, "portable", "t")
     foreign = tmp_path / "foreign.pte"
     foreign.write_bytes(sealed[:-TRAILER_SIZE])  # what plain ExecuTorch export writes
     message = _python_error(foreign, "target")

@@ -92,7 +92,7 @@ def test_inspect_rejects_a_program_without_etspec_metadata(tmp_path: Path) -> No
             return x + 1
 
     pte = tmp_path / "foreign.pte"
-    pte.write_bytes(lower({"forward": (Plus(), (torch.zeros(2),))}, {}, "portable", "t"))
+    pte.write_bytes(lower({"forward": (Plus(), (torch.zeros(2),), None)}, {}, "portable", "t"))
     assert_one_line_error(run_cli("inspect", str(pte)), "not an etspec artifact")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import TOL, max_diff
+from helpers import TOL, causal, max_diff
 from tiny import Eagle3Spec, make_eagle3_checkpoint
 
 from etspec.artifact import open_artifact
@@ -87,7 +87,8 @@ def test_eager_draft_matches_independent_reference(artifacts) -> None:
     model, prog = _eager_draft(case)
     gen = torch.Generator().manual_seed(5)
     tokens, th = _inputs(gen, 8, model.target_hidden_width)
-    logits, out = prog.run(DRAFT_PREFILL, tokens, th, torch.arange(8), torch.tensor([7]))
+    pos = torch.arange(8)
+    logits, out = prog.run(DRAFT_PREFILL, tokens, th, pos, torch.tensor([7]), causal(prog, pos))
     ref_logits, ref_hidden = reference_eagle3(case.state, tokens, th)
     assert max_diff(logits[0], ref_logits[-1]) < TOL
     assert max_diff(out[0], ref_hidden[-1]) < TOL
@@ -102,7 +103,8 @@ def test_pte_draft_matches_eager(artifacts) -> None:
     meta = pte.metadata
     gen = torch.Generator().manual_seed(6)
     tokens, th = _inputs(gen, meta.prefill_chunk, model.target_hidden_width)
-    args = (tokens, th, torch.arange(meta.prefill_chunk), torch.tensor([5]))
+    pos = torch.arange(meta.prefill_chunk)
+    args = (tokens, th, pos, torch.tensor([5]), causal(pte, pos))
     for a, b in zip(pte.run(DRAFT_PREFILL, *args), eager.run(DRAFT_PREFILL, *args), strict=True):
         assert max_diff(a, b) < TOL
     s = meta.cache_size
@@ -145,7 +147,7 @@ def test_narrow_extend_matches_the_widest(artifacts) -> None:
     tokens = torch.randint(0, meta.target_vocab_size, (72,), generator=gen)
     states = torch.randn(72, width, generator=gen)
     positions = torch.arange(72)
-    mask = causal_mask(positions, meta.cache_size, MASK_MIN)
+    mask = causal_mask(positions, torch.arange(meta.cache_size), MASK_MIN)
     outs = {}
     for e in meta.extend_widths:
         pte.run(DRAFT_RESET)

@@ -44,13 +44,16 @@ def test_windowed_root_equals_a_draft_that_only_saw_the_window(artifacts) -> Non
 @pytest.mark.parametrize("kv", ["position-overwrite", "scratch-commit"])
 def test_windowed_draft_sees_only_the_window_and_output_stays_exact(artifacts, kv: str) -> None:  # type: ignore[no-untyped-def]
     target, draft = pair_programs(artifacts.tree_draft(), "pte", step_width=4)
-    window, ctx = 5, draft.metadata.max_context
+    window = 5
+    scratch = draft.metadata.cache_size - draft.metadata.max_context
     seen: list[tuple[str, torch.Tensor, torch.Tensor]] = []
     real = draft.run
 
     def run(method, *inputs):  # type: ignore[no-untyped-def]
         if method == DRAFT_STEP or method.startswith("draft_extend"):
-            seen.append((method, inputs[2].clone(), inputs[-1][:, :ctx].clone()))
+            # The committed columns: all but the mask's last `scratch` (models/methods.py).
+            committed = inputs[-1][:, : inputs[-1].shape[1] - scratch]
+            seen.append((method, inputs[2].clone(), committed.clone()))
         return real(method, *inputs)
 
     draft.run = run  # type: ignore[method-assign]

@@ -85,5 +85,40 @@ def test_prompt_lookup_greedy_equals_target_only(artifacts) -> None:  # type: ig
         assert accepted > 0
 
 
+def test_a_step_with_nothing_proposed_runs_decode(artifacts) -> None:  # type: ignore[no-untyped-def]
+    """A lookup that finds nothing is the one-row decode, not the narrowest verify, and the
+    output stays target-only's under both KV strategies (scratch-commit must then not move a
+    stale scratch entry over the root's slot)."""
+    from helpers import target_program
+
+    from etspec.contract import TARGET_DECODE
+
+    case = artifacts.target("llama_gqa_rope3")
+    target = target_program(case, "pte")
+    calls: list[str] = []
+    run = target.run
+
+    def recorded(method: str, *inputs):  # type: ignore[no-untyped-def]
+        calls.append(method)
+        return run(method, *inputs)
+
+    target.run = recorded  # type: ignore[method-assign]
+    prompt = list(range(40, 70))  # no repeated token: the first lookups find nothing
+    try:
+        for kv in ("position-overwrite", "scratch-commit"):
+            base, spec = runners(target, PromptLookupDraftRunner(256), 8, kv)
+            ref = base.generate(prompt, 24, record_logits=True, ignore_eos=True)
+            calls.clear()
+            out = spec.generate(prompt, 24, ignore_eos=True)
+            assert compare(0, ref.token_ids, out.token_ids, ref.logits).passed, kv
+            stats = out.stats
+            empty = stats.verify_calls - (stats.proposed_pos[0] if stats.proposed_pos else 0)
+            verifies = [c for c in calls if c.startswith("target_verify")]
+            assert empty > 0 and calls.count(TARGET_DECODE) == empty, (kv, calls[:8])
+            assert len(verifies) == stats.verify_calls - empty
+    finally:
+        del target.run
+
+
 def teardown_module() -> None:
     print(f"\nnumerical ties accepted: {len(_TIES)} {_TIES}")

@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import ScriptedDraftRunner, oracle, pair_programs, runners, target_program
+from helpers import (
+    ScriptedDraftRunner,
+    decode,
+    oracle,
+    pair_programs,
+    runners,
+    target_program,
+)
 
-from etspec.contract import TARGET_COMMIT, TARGET_DECODE, TARGET_RESET
+from etspec.contract import TARGET_COMMIT, TARGET_RESET
 from etspec.runtime.speculative.kv_cache import KVInvariantError
 
 KV = ["position-overwrite", "scratch-commit"]
@@ -28,7 +35,7 @@ KV_ATOL = 1e-5  # verify (K rows) vs decode (1 row) kernels: float32 summation o
 def _sequential_kv(checkpoint_target, tokens: list[int]) -> list[torch.Tensor]:
     checkpoint_target.run(TARGET_RESET)
     for pos, tok in enumerate(tokens):
-        checkpoint_target.run(TARGET_DECODE, torch.tensor([tok]), torch.tensor([pos]))
+        decode(checkpoint_target, tok, pos)
     return checkpoint_target.cache_tensors()
 
 

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from test_tree import bfs_trees, brute_ancestors
 
-from etspec.contract import MASK_MIN, TARGET_COMMIT, TargetMetadata
+from etspec.contract import MASK_MIN, TARGET_COMMIT, TARGET_DECODE, TargetMetadata
+from etspec.runtime.masks import MaskLayout
 from etspec.runtime.sampling import Sampler, SamplingConfig, SamplingError
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.kv_cache import SpecKVCacheManager
@@ -196,7 +197,18 @@ def test_kv_manager_keeps_committed_state_under_any_accept_sequence(  # type: ig
         c = kv.committed
         if c + tree.capacity + 1 > meta.max_context:
             break
-        method, (_, positions, slots, mask) = kv.verify_inputs(tree)
+        method, inputs = kv.verify_inputs(tree)
+        columns = MaskLayout(meta.max_context, meta.cache_size).columns(inputs[-1].shape[1])
+        if tree.capacity == 0:  # nothing proposed: the one-row decode writes slot c
+            assert method == TARGET_DECODE and inputs[1].tolist() == [c]
+            assert columns[(inputs[2][0] == 0)].tolist() == list(range(c + 1))
+            cache.slots[c] = label = 10_000 * (step + 1)
+            kv.commit([0])
+            committed.append(label)
+            assert cache.slots[: kv.committed].tolist() == committed
+            continue
+        _, positions, slots, mask = inputs
+        mask = torch.full((mask.shape[0], meta.cache_size), MASK_MIN).index_copy_(1, columns, mask)
         k = slots.numel()
         assert method == meta.verify_method(k) and k >= tree.capacity + 1
         # Verify writes every row; nothing committed may be overwritten.

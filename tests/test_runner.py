@@ -7,10 +7,10 @@ import json
 import pytest
 import torch
 from click.testing import CliRunner
-from helpers import pair_programs, runners, target_program
+from helpers import causal, decode, pair_programs, runners, target_program
 
 from etspec.cli import main
-from etspec.contract import TARGET_DECODE, TARGET_PREFILL, TARGET_RESET
+from etspec.contract import TARGET_PREFILL, TARGET_RESET
 from etspec.errors import EtspecError
 from etspec.runtime.runner import GenerationError, TextLLMRunner
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
@@ -27,12 +27,16 @@ def _manual_greedy(program, prompt: list[int], n: int) -> list[int]:  # type: ig
     ids = torch.zeros(chunk, dtype=torch.long)
     ids[: len(prompt)] = torch.tensor(prompt)
     logits, _ = program.run(
-        TARGET_PREFILL, ids, torch.arange(chunk), torch.tensor([len(prompt) - 1])
+        TARGET_PREFILL,
+        ids,
+        torch.arange(chunk),
+        torch.tensor([len(prompt) - 1]),
+        causal(program, torch.arange(chunk)),
     )
     out = [int(logits.argmax())]
     while len(out) < n:
         pos = len(prompt) + len(out) - 1
-        logits, _ = program.run(TARGET_DECODE, torch.tensor([out[-1]]), torch.tensor([pos]))
+        logits, _ = decode(program, out[-1], pos)
         out.append(int(logits.argmax()))
     return out
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 from helpers import (
     TOL,
+    decode,
     hf_forward,
     hf_taps,
     max_diff,
@@ -18,6 +19,7 @@ from helpers import (
 from tiny import EXPORT_OPTIONS, GEMMA, make_hf_target
 
 from etspec.contract import (
+    MASK_MIN,
     TARGET_COMMIT,
     TARGET_DECODE,
     TARGET_PREFILL,
@@ -51,7 +53,7 @@ def test_prefill_and_decode_match_transformers(artifacts, name: str, mode: str) 
     assert max_diff(res.hidden, hf_taps(ref, layers)) < TOL
     for _ in range(6):
         tok = torch.randint(0, vocab, (1,), generator=gen)
-        logits, hidden = prog.run(TARGET_DECODE, tok, torch.tensor([seq.numel()]))
+        logits, hidden = decode(prog, int(tok), seq.numel())
         seq = torch.cat([seq, tok])
         ref = hf_forward(case.hf, seq)
         assert max_diff(logits[0], ref.logits[0, -1]) < TOL
@@ -84,7 +86,7 @@ def test_greedy_tokens_match_generate(artifacts, name: str, mode: str) -> None:
         tok = int(logits[0].argmax())
         out.append(tok)
         if i < n - 1:
-            logits, _ = prog.run(TARGET_DECODE, torch.tensor([tok]), torch.tensor([11 + i]))
+            logits, _ = decode(prog, tok, 11 + i)
     assert out == expected
 
 
@@ -123,6 +125,32 @@ def verify_random_tree(prog, layout: str, seed: int, prompt_len: int) -> Verifie
     mask = tree_mask(parents, prompt_len, slots, meta.cache_size)
     logits, hidden = prog.run(TARGET_VERIFY, tokens, prompt_len + depth, slots, mask)
     return VerifiedTree(prompt, parents, tokens, depth, slots, logits, hidden)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_narrow_mask_attends_what_the_full_mask_shows(artifacts, mode: str) -> None:
+    """The mask width is dynamic: a decode whose causal mask covers only the committed
+    slots it needs (plus scratch) gives the logits of the same decode under a full-width
+    mask, for every width in between, so a call's cost can follow its context."""
+    from etspec.models.layers import causal_mask, column_slots
+    from etspec.runtime.masks import MaskLayout
+
+    case = artifacts.target(NAMES[0])
+    prog = target_program(case, mode)
+    meta = prog.metadata
+    layout = MaskLayout(meta.max_context, meta.cache_size)
+    prompt = torch.arange(3, 14)
+    prefill_target(prog, prompt)
+    position = torch.tensor([prompt.numel()])
+    outs = []
+    for width in (layout.width(prompt.numel() + 1), meta.cache_size - 1, meta.cache_size):
+        columns = column_slots(width, meta.max_context, meta.cache_size)
+        mask = causal_mask(position, columns, MASK_MIN)
+        outs.append(prog.run(TARGET_DECODE, torch.tensor([5]), position, mask)[0])
+    assert outs[0].shape == outs[2].shape
+    assert max_diff(outs[0], outs[2]) < TOL and max_diff(outs[1], outs[2]) < TOL
+    ref = hf_forward(case.hf, torch.cat([prompt, torch.tensor([5])])).logits[0, -1]
+    assert max_diff(outs[0][0], ref) < TOL
 
 
 @pytest.mark.parametrize("layout", ["position-overwrite", "scratch"])
@@ -164,7 +192,7 @@ def test_commit_moves_accepted_path_home(artifacts, mode: str, layout: str) -> N
     prog.run(TARGET_COMMIT, torch.where(keep, src, src[0]), torch.where(keep, dst, dst[0]))
     accepted = torch.cat([prompt, tokens[path]])
     nxt = torch.randint(0, meta.vocab_size, (1,), generator=gen)
-    logits, _ = prog.run(TARGET_DECODE, nxt, torch.tensor([accepted.numel()]))
+    logits, _ = decode(prog, int(nxt), accepted.numel())
     ref = hf_forward(case.hf, torch.cat([accepted, nxt]))
     assert max_diff(logits[0], ref.logits[0, -1]) < TOL
     if mode == "eager":
@@ -172,7 +200,7 @@ def test_commit_moves_accepted_path_home(artifacts, mode: str, layout: str) -> N
         seq_prog = target_program(case, "eager")
         prefill_target(seq_prog, prompt)
         for i, tok in enumerate(tokens[path].tolist()):
-            seq_prog.run(TARGET_DECODE, torch.tensor([tok]), torch.tensor([committed + i]))
+            decode(seq_prog, tok, committed + i)
         n = accepted.numel()
         for a, b in zip(prog.model.caches(), seq_prog.model.caches(), strict=True):
             assert max_diff(a.k[:, :n], b.k[:, :n]) < 1e-5
@@ -183,7 +211,7 @@ def _decode_error_after_prefill(prog, hf) -> float:  # type: ignore[no-untyped-d
     """Logits error of a decode that must read the KV written by prefill."""
     prompt = torch.arange(3, 14)
     prefill_target(prog, prompt)
-    logits, _ = prog.run(TARGET_DECODE, torch.tensor([5]), torch.tensor([prompt.numel()]))
+    logits, _ = decode(prog, 5, prompt.numel())
     return max_diff(logits[0], hf_forward(hf, torch.cat([prompt, torch.tensor([5])])).logits[0, -1])
 
 
@@ -245,3 +273,12 @@ def _cache_is_shared(data: bytes) -> bool:
     return (
         bool(places) and all(len(s) == 1 for s in places.values()) and not (arenas & other_arenas)
     )
+
+
+def test_default_context_is_the_trained_one_capped() -> None:
+    from etspec.contract import DEFAULT_MAX_SEQ
+    from etspec.export.export_target import default_context
+
+    assert default_context({"max_position_embeddings": 32768}) == DEFAULT_MAX_SEQ == 4096
+    assert default_context({"max_position_embeddings": 512}) == 512
+    assert default_context({}) == DEFAULT_MAX_SEQ

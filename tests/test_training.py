@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from helpers import causal
 from tiny import Eagle3Spec, make_eagle3_checkpoint, make_hf_target, write_tokenizer
 
 from etspec.models.training import draft_ttt_forward, target_forward
@@ -41,7 +42,10 @@ def test_target_forward_matches_prefill_method(request, family: str) -> None:  #
     logits, hidden = target_forward(target.model, tokens)
     for b in range(2):
         target.run("target_reset")
-        last, rows = target.run("target_prefill", tokens[b], torch.arange(64), torch.tensor([63]))
+        pos = torch.arange(64)
+        last, rows = target.run(
+            "target_prefill", tokens[b], pos, torch.tensor([63]), causal(target, pos)
+        )
         torch.testing.assert_close(hidden[b], rows, atol=ATOL, rtol=0)
         torch.testing.assert_close(logits[b, 63:], last, atol=ATOL, rtol=0)
 

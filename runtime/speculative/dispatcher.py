@@ -35,6 +35,7 @@ from etspec.contract import (
     TargetMetadata,
 )
 from etspec.errors import EtspecError
+from etspec.runtime.masks import MaskLayout
 from etspec.runtime.program import Program
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.shapes import ChainShape, StepOutcome, TreePolicy, TreeShape
@@ -63,9 +64,12 @@ class StepCosts:
         return self.verify_s[width] + calls * self.draft_step_s + self.draft_extend_s
 
 
-def measure_costs(target: Program, draft: Program | None = None, repeats: int = 5) -> StepCosts:
+def measure_costs(
+    target: Program, draft: Program | None = None, repeats: int = 5, context: int = 256
+) -> StepCosts:
     """Median wall time of each verify width, draft step and draft extend, run on scratch
-    slots only (nothing committed is touched)."""
+    slots only (nothing committed is touched), with masks as wide as a ``context``-token
+    context needs (a call's cost grows with the context it attends)."""
     meta = target.metadata
     assert isinstance(meta, TargetMetadata)
 
@@ -83,8 +87,10 @@ def measure_costs(target: Program, draft: Program | None = None, repeats: int = 
     def scratch_inputs(width: int, m_ctx: int, cache: int) -> tuple[torch.Tensor, ...]:
         rows = torch.arange(width)
         slots = m_ctx + rows
-        mask = torch.full((width, cache), MASK_MIN)
-        mask[rows, slots] = 0.0
+        layout = MaskLayout(m_ctx, cache)
+        columns = layout.width(min(context, m_ctx))
+        mask = torch.full((width, columns), MASK_MIN)
+        mask[rows, layout.column_of(slots, columns)] = 0.0
         return rows % 2, rows, slots, mask
 
     costs = StepCosts(

@@ -29,7 +29,7 @@ from etspec.contract import (
     TargetMetadata,
 )
 from etspec.errors import EtspecError
-from etspec.models.layers import causal_mask
+from etspec.runtime.masks import MaskLayout
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
 from etspec.runtime.speculative.draft_runner import Acceptance, Proposal, SpeculativeDraftRunner
@@ -56,6 +56,7 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         self._scratch_slots = meta.max_context + torch.arange(self.scratch)
         self._extend_rows = torch.arange(meta.extend_width)
         self._step_rows = torch.arange(meta.step_width)
+        self._layout = MaskLayout(meta.max_context, meta.cache_size)
         self._logits = torch.empty(0)
         self._hidden = torch.empty(0)
         self._pos = 0
@@ -81,15 +82,15 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         self._pos = 0
 
     def _causal(self, positions: torch.Tensor) -> torch.Tensor:
-        mask = causal_mask(positions, self.meta.cache_size, MASK_MIN)
+        mask = self._layout.causal(positions)
         return mask if self.window is None else self._truncate(mask, positions)
 
     def _truncate(self, mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Hide committed slots more than ``window - 1`` positions behind each row."""
-        ctx = self.meta.max_context
+        n = self._layout.committed(mask.shape[1])
         cut = positions - self.window + 1  # type: ignore[operator]
-        old = torch.arange(ctx)[None, :] < cut[:, None]
-        mask[:, :ctx].masked_fill_(old, MASK_MIN)
+        old = torch.arange(n)[None, :] < cut[:, None]
+        mask[:, :n].masked_fill_(old, MASK_MIN)
         return mask
 
     def prefill(self, prompt: list[int], first_token: int, hidden: torch.Tensor | None) -> int:
@@ -105,7 +106,12 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
             states[:real] = hidden[lo : lo + real]
             positions = torch.arange(lo, lo + n)
             logits, out = self.program.run(
-                DRAFT_PREFILL, ids, states, positions, torch.tensor([real - 1])
+                DRAFT_PREFILL,
+                ids,
+                states,
+                positions,
+                torch.tensor([real - 1]),
+                self._layout.causal(positions),
             )
             calls += 1
         self._logits, self._hidden, self._pos = logits, out, total
@@ -196,7 +202,9 @@ class _Expansion:
         self._states[0] = runner._hidden[0]
         # Scratch columns each handle's children see (the handle's ancestors and itself).
         self._seen = torch.full((handles, runner.scratch), MASK_MIN)
-        self._mask = torch.full((meta.step_width, meta.cache_size), MASK_MIN)
+        width = runner._layout.width(runner._pos)
+        self._committed_cols = runner._layout.committed(width)
+        self._mask = torch.full((meta.step_width, width), MASK_MIN)
         self._mask[:, : runner._pos] = 0.0  # the committed prefix, the same for every call
 
     def root(self) -> torch.Tensor:
@@ -204,7 +212,7 @@ class _Expansion:
 
     def expand(self, parents: Sequence[int], tokens: Sequence[int]) -> torch.Tensor:
         r = self.runner
-        w, pos, ctx = r.meta.step_width, r._pos, r.meta.max_context
+        w, pos, ctx = r.meta.step_width, r._pos, self._committed_cols
         out = []
         for lo in range(0, len(parents), w):
             par = list(parents[lo : lo + w])
@@ -222,7 +230,7 @@ class _Expansion:
             if r.window is not None:
                 r._truncate(mask, positions)
             mask[:, ctx:] = self._seen.index_select(0, index)
-            mask[r._step_rows, slots] = 0.0  # every row sees itself
+            mask[r._step_rows, ctx + first + r._step_rows] = 0.0  # every row sees itself
             logits, hidden = r.program.run(
                 DRAFT_STEP, ids, self._states.index_select(0, index), positions, slots, mask
             )

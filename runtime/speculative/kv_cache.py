@@ -20,15 +20,23 @@ model. The committed prefix never moves (slot == position), so only the new segm
 copied, and when it is already in place (a chain, or a first-branch path under
 position-overwrite) the call is skipped altogether.
 
-Each verify runs the narrowest compiled ``target_verify`` width that holds the tree.
+Each verify runs the narrowest compiled ``target_verify`` width that holds the tree; a
+proposal of nothing runs ``target_decode``.
 """
 
 from __future__ import annotations
 
 import torch
 
-from etspec.contract import KV_STRATEGIES, MASK_MIN, TARGET_COMMIT, TargetMetadata
+from etspec.contract import (
+    KV_STRATEGIES,
+    MASK_MIN,
+    TARGET_COMMIT,
+    TARGET_DECODE,
+    TargetMetadata,
+)
 from etspec.errors import EtspecError
+from etspec.runtime.masks import MaskLayout
 from etspec.runtime.program import Program
 from etspec.runtime.speculative.tree import DraftTree
 
@@ -63,6 +71,7 @@ class SpecKVCacheManager:
         self.max_context = meta.max_context
         self.cache_size = meta.cache_size
         self._rows = torch.arange(meta.verify_width)
+        self._layout = MaskLayout(meta.max_context, meta.cache_size)
         self._slots = torch.empty(0, dtype=torch.long)
         # Reference mode checks the invariant after every step against the live cache.
         tensors = getattr(program, "cache_tensors", None)
@@ -73,28 +82,38 @@ class SpecKVCacheManager:
         self, tree: DraftTree
     ) -> tuple[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
         """The verify method for ``tree`` and its ``(tokens[K], positions[K], slots[K],
-        mask[K, S])``. Tree rows (padding included) come first; the rows after them, and
+        mask[K, W])``. Tree rows (padding included) come first; the rows after them, and
         the tree's own padding, see only their own slot: finite, and seen by no real row."""
         m1, c = tree.capacity + 1, self.committed
+        if self._cache:
+            self._snapshot = [t[:, :c].clone() for t in self._cache]
+        if m1 == 1:
+            # Nothing proposed (a lookup that found no match): the root alone is the one-row
+            # decode, cheaper than the narrowest verify. It writes the root's committed slot
+            # directly, so the commit that follows has nothing to move.
+            self._slots = c + self._rows
+            position = torch.tensor([c])
+            return TARGET_DECODE, (tree.tokens[:1], position, self._layout.causal(position))
         k = self.meta.verify_width_for(m1)
-        base = c if self.strategy == "position-overwrite" else self.max_context
+        in_place = self.strategy == "position-overwrite"
+        base = c if in_place else self.max_context
         slots = base + self._rows[:k]
+        width = self._layout.width(c + k if in_place else c)
+        cols = self._layout.column_of(slots, width)
         positions = torch.empty(k, dtype=torch.long)
         positions[:m1] = c + tree.depth  # RoPE position = root position + depth
         positions[m1:] = c + m1 + self._rows[: k - m1]
         tokens = torch.zeros(k, dtype=torch.long)
         tokens[:m1] = tree.tokens
-        mask = torch.full((k, self.cache_size), MASK_MIN)
+        mask = torch.full((k, width), MASK_MIN)
         mask[:m1, :c] = torch.where(tree.valid, 0.0, MASK_MIN)[:, None]
         tree_cols = torch.where(tree.mask, 0.0, MASK_MIN)
-        mask[:m1].index_copy_(1, slots[:m1], tree_cols)
+        mask[:m1].index_copy_(1, cols[:m1], tree_cols)
         alone = torch.ones(k, dtype=torch.bool)
         alone[:m1] = ~tree.valid
-        mask[alone, slots[alone]] = 0.0
+        mask[alone, cols[alone]] = 0.0
         # Commit copies the full widest window; the slots past this verify's are unused.
         self._slots = base + self._rows
-        if self._cache:
-            self._snapshot = [t[:, :c].clone() for t in self._cache]
         return self.meta.verify_method(k), (tokens, positions, slots, mask)
 
     def commit(self, nodes: list[int]) -> int:

@@ -160,6 +160,28 @@ std::string width_method(const char* base, int64_t width, int64_t widest) {
 
 }  // namespace
 
+int64_t MaskLayout::width(int64_t needed) const {
+  const int64_t g = contract::kMaskGranule;
+  const int64_t n = std::max<int64_t>(1, (needed + g - 1) / g * g);
+  return std::min(max_context, n) + scratch();
+}
+
+std::vector<float> MaskLayout::causal(const std::vector<int64_t>& positions,
+                                      int64_t& width) const {
+  const int64_t top = *std::max_element(positions.begin(), positions.end());
+  width = this->width(top + 1);
+  const int64_t n = committed(width);
+  std::vector<float> mask(positions.size() * width, contract::kMaskMin);
+  for (size_t i = 0; i < positions.size(); ++i) {
+    float* row = mask.data() + i * width;
+    std::fill_n(row, std::min(positions[i] + 1, n), 0.0f);
+    for (int64_t j = n; j < width; ++j) {  // scratch columns: slot <= position
+      if (max_context + (j - n) <= positions[i]) row[j] = 0.0f;
+    }
+  }
+  return mask;
+}
+
 std::vector<int64_t> iota(int64_t start, int64_t n) {
   std::vector<int64_t> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = start + i;

@@ -66,8 +66,11 @@ int64_t Eagle3Draft::prefill(const std::vector<int64_t>& prompt, int64_t first,
     std::copy_n(tokens.begin() + lo, real, ids.begin());
     std::vector<float> states(n * th, 0.0f);
     std::copy_n(hidden.row(lo), real * th, states.begin());
-    auto out = program_.run(contract::kDRAFT_PREFILL,
-                            {longs(ids), floats(states, n, th), longs(positions), longs(last)});
+    int64_t width = 0;
+    std::vector<float> mask = layout().causal(positions, width);
+    auto out = program_.run(contract::kDRAFT_PREFILL, {longs(ids), floats(states, n, th),
+                                                       longs(positions), longs(last),
+                                                       floats(mask, n, width)});
     logits_ = std::move(out[0].data);
     hidden_ = std::move(out[1].data);
     ++calls;
@@ -79,17 +82,15 @@ int64_t Eagle3Draft::prefill(const std::vector<int64_t>& prompt, int64_t first,
 int64_t Eagle3Draft::accept(int64_t position, const std::vector<int64_t>& tokens, int64_t next,
                             const std::vector<float>& hidden) {
   const int64_t rows = tokens.size(), e = meta_.extend_width_for(rows);
-  const int64_t th = hidden.size() / rows, s = meta_.cache_size;
+  const int64_t th = hidden.size() / rows;
   std::vector<int64_t> ids(e, 0);
   std::copy(tokens.begin() + 1, tokens.end(), ids.begin());
   ids[rows - 1] = next;
   std::vector<float> states(e * th, 0.0f);
   std::copy(hidden.begin(), hidden.end(), states.begin());
   std::vector<int64_t> positions = iota(position, e), slots = positions;
-  std::vector<float> mask(e * s, contract::kMaskMin);  // causal: slot <= position
-  for (int64_t i = 0; i < e; ++i) {
-    std::fill_n(mask.begin() + i * s, std::min<int64_t>(positions[i] + 1, s), 0.0f);
-  }
+  int64_t s = 0;
+  std::vector<float> mask = layout().causal(positions, s);
   auto out = program_.run(meta_.extend_method(e),
                           {longs(ids), floats(states, e, th), longs(positions), longs(slots),
                            floats(mask, e, s)});
@@ -109,8 +110,10 @@ Expansion::Expansion(Eagle3Draft& draft) : draft_(draft) {
 std::vector<std::vector<float>> Expansion::expand(const std::vector<int64_t>& parents,
                                                   const std::vector<int64_t>& tokens) {
   const auto& meta = draft_.meta_;
-  const int64_t w = meta.step_width, s = meta.cache_size, ctx = meta.max_context;
+  const int64_t w = meta.step_width, base = meta.max_context;
   const int64_t scratch = draft_.scratch(), h = draft_.hidden_.size(), pos = draft_.pos_;
+  // Columns: the committed prefix [0, pos), then the scratch slots from column ctx.
+  const int64_t s = draft_.layout().width(pos), ctx = draft_.layout().committed(s);
   std::vector<std::vector<float>> out;
   for (size_t lo = 0; lo < parents.size(); lo += w) {
     const int64_t n = std::min<int64_t>(w, parents.size() - lo), first = fed_;
@@ -120,7 +123,7 @@ std::vector<std::vector<float>> Expansion::expand(const std::vector<int64_t>& pa
     }
     // Pad rows copy the root: finite inputs, outputs never read, slots never seen.
     std::vector<int64_t> index(w, 0), ids(w, 0), positions(w, pos);
-    std::vector<int64_t> slots = iota(ctx + first, w);
+    std::vector<int64_t> slots = iota(base + first, w);
     for (int64_t r = 0; r < n; ++r) {
       index[r] = parents[lo + r];
       ids[r] = tokens[lo + r];
@@ -131,7 +134,7 @@ std::vector<std::vector<float>> Expansion::expand(const std::vector<int64_t>& pa
       float* row = mask.data() + r * s;
       std::fill_n(row, pos, 0.0f);  // the committed prefix
       std::copy_n(seen_.data() + index[r] * scratch, scratch, row + ctx);
-      row[slots[r]] = 0.0f;  // every row sees itself
+      row[ctx + first + r] = 0.0f;  // every row sees itself
       std::copy_n(states_.data() + index[r] * h, h, in.data() + r * h);
     }
     auto res = draft_.program_.run(contract::kDRAFT_STEP,

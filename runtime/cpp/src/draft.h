@@ -65,6 +65,7 @@ class Eagle3Draft : public Drafter {
   void check_shape(const std::string& name, int64_t fed_nodes) const override;
   void memory(std::map<std::string, int64_t>& out) const override;
   int64_t scratch() const { return meta_.cache_size - meta_.max_context; }
+  MaskLayout layout() const { return {meta_.max_context, meta_.cache_size}; }
   const DraftMetadata& meta() const { return meta_; }
 
  private:

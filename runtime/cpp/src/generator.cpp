@@ -130,6 +130,10 @@ Runner::Runner(Program& target, Program* draft, bool assistant)
   } else if (draft != nullptr) {
     draft_ = std::make_unique<Eagle3Draft>(*draft, meta_);
   }
+  // Zeroed once: a request overwrites what it attends before reading it and masks the rest,
+  // so stale (finite) entries of an earlier request are harmless, while zeroing the whole
+  // cache per request cost what --max-seq allows (Gemma 3 270M at 8192: 302 MB, ~70 ms).
+  target_.run(contract::kTARGET_RESET, {});
 }
 
 Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOptions& options,
@@ -186,11 +190,11 @@ Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOption
   if (!options.ignore_eos) eos.insert(meta_.eos_token_ids.begin(), meta_.eos_token_ids.end());
   Sink sink(options.max_new_tokens, eos, callback);
   const auto t0 = std::chrono::steady_clock::now();
-  target_.run(contract::kTARGET_RESET, {});
   if (draft_) draft_->reset();
 
   // Chunked prefill (runtime/prefill.py): pad rows take the positions after the real ones.
   const int64_t chunk = meta_.prefill_chunk;
+  const MaskLayout layout{meta_.max_context, meta_.cache_size};
   Tensor hidden;
   std::vector<float> logits;
   {
@@ -199,7 +203,10 @@ Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOption
       const int64_t real = std::min(chunk, n - lo);
       std::vector<int64_t> ids(chunk, 0), positions = iota(lo, chunk), last{real - 1};
       std::copy_n(prompt.begin() + lo, real, ids.begin());
-      auto out = target_.run(contract::kTARGET_PREFILL, {longs(ids), longs(positions), longs(last)});
+      int64_t width = 0;
+      std::vector<float> mask = layout.causal(positions, width);
+      auto out = target_.run(contract::kTARGET_PREFILL, {longs(ids), longs(positions), longs(last),
+                                                         floats(mask, chunk, width)});
       logits = out[0].data;
       if (hidden.sizes.empty()) hidden.sizes = {0, out[1].cols()};
       hidden.data.insert(hidden.data.end(), out[1].data.begin(),
@@ -225,7 +232,10 @@ Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOption
         std::vector<Tensor> out;
         {
           StageTimer timer(stats, "decode");
-          out = target_.run(contract::kTARGET_DECODE, {longs(tok), longs(pos)});
+          int64_t width = 0;
+          std::vector<float> mask = layout.causal(pos, width);
+          out = target_.run(contract::kTARGET_DECODE,
+                            {longs(tok), longs(pos), floats(mask, 1, width)});
         }
         ++stats.decode_calls;
         token = sampler.pick(out[0].data.data(), meta_.vocab_size);
@@ -246,7 +256,8 @@ Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOption
 
 void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& options,
                        Sampler& sampler, Stats& stats, Sink& sink) {
-  const int64_t v = meta_.vocab_size, s = meta_.cache_size, ctx = meta_.max_context;
+  const int64_t v = meta_.vocab_size, ctx = meta_.max_context;
+  const MaskLayout layout{meta_.max_context, meta_.cache_size};
   const bool overwrite = options.kv_strategy == "position-overwrite";
   const Shape& shape = *options.shape;
   while (sink.remaining() > 0) {
@@ -266,6 +277,7 @@ void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& o
     std::vector<int64_t> tokens, positions, slots, depth(m1, 0);
     std::vector<std::vector<int64_t>> children(m1);
     std::vector<float> mask;
+    int64_t s = 0;  // mask width
     {
       // Tensorize (runtime/speculative/kv_cache.py): row i at slot base + i with RoPE
       // position c + depth; it sees the committed prefix, its ancestors and itself; rows
@@ -285,6 +297,7 @@ void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& o
         max_depth = std::max(max_depth, depth[i]);
         children[parent].push_back(i);
       }
+      s = layout.width(overwrite ? c + k : c);
       mask.assign(k * s, contract::kMaskMin);
       for (int64_t i = 0; i < k; ++i) {
         slots[i] = base + i;
@@ -293,21 +306,30 @@ void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& o
       for (int64_t i = 0; i < k; ++i) {
         float* row = mask.data() + i * s;
         if (i >= m1) {
-          row[slots[i]] = 0.0f;
+          row[layout.column(slots[i], s)] = 0.0f;
           continue;
         }
         std::fill_n(row, c, 0.0f);
         for (int64_t j = i;; j = proposal.parents[j - 1]) {
-          row[slots[j]] = 0.0f;
+          row[layout.column(slots[j], s)] = 0.0f;
           if (j == 0) break;
         }
       }
     }
+    // Nothing proposed (a lookup that found no match): the root alone is the one-row decode,
+    // cheaper than the narrowest verify; it writes the root's committed slot directly.
+    const bool alone = m1 == 1;
     std::vector<Tensor> out;
     {
       StageTimer timer(stats, "verify");
-      out = target_.run(meta_.verify_method(k),
-                        {longs(tokens), longs(positions), longs(slots), floats(mask, k, s)});
+      if (alone) {
+        std::vector<int64_t> tok{root}, pos{c};
+        std::vector<float> causal = layout.causal(pos, s);
+        out = target_.run(contract::kTARGET_DECODE, {longs(tok), longs(pos), floats(causal, 1, s)});
+      } else {
+        out = target_.run(meta_.verify_method(k),
+                          {longs(tokens), longs(positions), longs(slots), floats(mask, k, s)});
+      }
     }
     const Tensor& logits = out[0];
     std::vector<int64_t> nodes{0};
@@ -372,7 +394,7 @@ void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& o
       // Commit by path index: the accepted rows go to c, c + 1, ...; a path already there
       // (a chain or first-branch path under position-overwrite) needs no call.
       StageTimer timer(stats, "commit");
-      const int64_t w = meta_.verify_width, base = overwrite ? c : ctx;
+      const int64_t w = meta_.verify_width, base = overwrite || alone ? c : ctx;
       std::vector<int64_t> src(w), dst(w);
       bool moved = false;
       for (int64_t i = 0; i < w; ++i) src[i] = dst[i] = base + i;

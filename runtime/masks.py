@@ -1,0 +1,52 @@
+"""Attention masks as the methods take them: one column per attended slot.
+
+A mask's width is the one dynamic dimension of every attending method (``models/methods``):
+its first ``n`` columns are committed slots ``[0, n)`` and its last ``scratch`` columns the
+scratch slots, with ``n`` the committed length a call needs rounded up to
+``contract.MASK_GRANULE``. A call therefore costs what its actual context costs.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import torch
+
+from etspec.contract import MASK_MIN, mask_width
+from etspec.models.layers import causal_mask, column_slots
+
+
+class MaskLayout:
+    """The mask geometry of one program: ``max_context`` committed slots, then scratch."""
+
+    def __init__(self, max_context: int, cache_size: int) -> None:
+        self.max_context = max_context
+        self.cache_size = cache_size
+        self.scratch = cache_size - max_context
+
+    def width(self, needed: int) -> int:
+        """Columns of a mask that shows committed slots ``[0, needed)``."""
+        return mask_width(needed, self.max_context, self.cache_size)
+
+    def committed(self, width: int) -> int:
+        """Committed slots a ``width``-column mask covers."""
+        return width - self.scratch
+
+    def columns(self, width: int) -> torch.Tensor:
+        """The slot of each column of a ``width``-column mask (read-only, shared)."""
+        return _columns(width, self.max_context, self.cache_size)
+
+    def column_of(self, slots: torch.Tensor, width: int) -> torch.Tensor:
+        """The mask column of each of ``slots`` (committed or scratch)."""
+        scratch_col = slots - self.max_context + self.committed(width)
+        return torch.where(slots < self.max_context, slots, scratch_col)
+
+    def causal(self, positions: torch.Tensor) -> torch.Tensor:
+        """Causal mask of rows at ``positions`` (slot == position), as narrow as they allow."""
+        width = self.width(int(positions.max()) + 1)
+        return causal_mask(positions, self.columns(width), MASK_MIN)
+
+
+@lru_cache(maxsize=32)
+def _columns(width: int, max_context: int, cache_size: int) -> torch.Tensor:
+    return column_slots(width, max_context, cache_size)

@@ -1,0 +1,135 @@
+"""Per-call cost of a target artifact: decode and every verify width, at several contexts.
+
+    python scripts/cost_curve.py --pte FILE.pte [--pte ...] [--context 64,512,2048]
+        [--repeats 20] [--json OUT.json] [--plot OUT.png]
+
+For each artifact and each context length L it times (median of ``--repeats`` calls, after
+a warm-up call) ``target_decode`` at position L and each compiled ``target_verify`` width K
+verifying a K-row chain rooted at L (position-overwrite slots, the masks the runtime
+builds), and reports milliseconds per call and ``t_verify(K) / t_decode``. Speculation
+pays when verifying K tokens costs about what decoding one does, so this curve is what the
+exported widths and the dispatcher's candidates should follow. The committed cache holds
+whatever the previous calls wrote: costs do not depend on the values attended.
+
+Calls run through ``executorch.runtime`` in this process, with ExecuTorch's default thread
+count (the machine's cores); the JSON records the core count and load average.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import torch
+
+
+def _timed(program: Any, method: str, inputs: tuple[torch.Tensor, ...], repeats: int) -> float:
+    program.run(method, *inputs)  # warm-up: the first call of a shape re-plans it
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        program.run(method, *inputs)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def _chain_inputs(meta: Any, layout: Any, k: int, c: int) -> tuple[torch.Tensor, ...]:
+    """A K-row chain verify rooted at committed length ``c`` (as kv_cache.py builds it)."""
+    from etspec.contract import MASK_MIN
+
+    rows = torch.arange(k)
+    slots = c + rows
+    width = layout.width(c + k)
+    mask = torch.full((k, width), MASK_MIN)
+    mask[:, :c] = 0.0
+    cols = layout.column_of(slots, width)
+    for i in range(k):
+        mask[i, cols[: i + 1]] = 0.0
+    return torch.zeros(k, dtype=torch.long), slots.clone(), slots, mask
+
+
+def measure(path: Path, contexts: list[int], repeats: int) -> dict[str, Any]:
+    from etspec.contract import TARGET_DECODE, TARGET_RESET
+    from etspec.runtime.masks import MaskLayout
+    from etspec.runtime.program import PteProgram
+
+    program = PteProgram.load(path, expect="target")
+    meta = program.metadata
+    layout = MaskLayout(meta.max_context, meta.cache_size)
+    program.run(TARGET_RESET)
+    out: dict[str, Any] = {
+        "pte": str(path),
+        "dtype": meta.dtype,
+        "vocab_size": meta.vocab_size,
+        "max_context": meta.max_context,
+        "verify_widths": list(meta.verify_widths),
+        "contexts": {},
+    }
+    widest = max(meta.verify_widths)
+    for c in contexts:
+        if c + widest > meta.max_context:
+            click.echo(f"{path.name}: context {c} + {widest} rows exceeds {meta.max_context}")
+            continue
+        position = torch.tensor([c])
+        decode = _timed(
+            program,
+            TARGET_DECODE,
+            (torch.zeros(1, dtype=torch.long), position, layout.causal(position)),
+            repeats,
+        )
+        row: dict[str, Any] = {"decode_ms": decode, "verify_ms": {}, "verify_over_decode": {}}
+        for k in meta.verify_widths:
+            t = _timed(program, meta.verify_method(k), _chain_inputs(meta, layout, k, c), repeats)
+            row["verify_ms"][str(k)] = t
+            row["verify_over_decode"][str(k)] = t / decode
+        out["contexts"][str(c)] = row
+        ratios = " ".join(f"K={k}: {v:.2f}x" for k, v in row["verify_over_decode"].items())
+        click.echo(f"{path.name} L={c}: decode {decode:.2f} ms; {ratios}")
+    return out
+
+
+def _plot(results: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for r in results:
+        for c, row in r["contexts"].items():
+            ks = [1, *map(int, row["verify_ms"])]
+            ys = [1.0, *row["verify_over_decode"].values()]
+            ax.plot(ks, ys, marker="o", label=f"{Path(r['pte']).stem} L={c}")
+    ax.axhline(1.6, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("verify width K (rows)")
+    ax.set_ylabel("t_verify(K) / t_decode")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+@click.command()
+@click.option("--pte", "ptes", multiple=True, required=True, type=click.Path(exists=True))
+@click.option("--context", default="64,512", show_default=True, help="Context lengths L.")
+@click.option("--repeats", default=20, show_default=True)
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write results.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write a PNG of the curves.")
+def main(
+    ptes: tuple[str, ...], context: str, repeats: int, json_out: str | None, plot: str | None
+) -> None:
+    contexts = [int(c) for c in context.split(",")]
+    results = [measure(Path(p), contexts, repeats) for p in ptes]
+    doc = {"cores": os.cpu_count(), "load_average": os.getloadavg(), "results": results}
+    if json_out:
+        Path(json_out).write_text(json.dumps(doc, indent=1))
+    if plot:
+        _plot(results, Path(plot))
+
+
+if __name__ == "__main__":
+    main()
