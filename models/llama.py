@@ -68,6 +68,7 @@ class LlamaTarget(TargetModel):
         positions: torch.Tensor,
         slots: torch.Tensor,
         mask: torch.Tensor,
+        band: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.embed_tokens(tokens)
         cos = self.rope_cos[positions]

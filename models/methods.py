@@ -8,7 +8,10 @@ Every attending method takes its additive ``mask[Q, W]`` from the caller, and ``
 one dynamic dimension of the program: the columns are the slots the call attends
 (``layers.column_slots``: the first ``W - scratch`` committed slots, then the scratch
 slots), so a call costs what the context it attends costs, whatever ``max_context`` the
-artifact was exported with. Callers size ``W`` with ``contract.mask_width``.
+artifact was exported with. Callers size ``W`` with ``contract.mask_width``. A target with
+sliding layers (Gemma) also takes ``band[Wb]`` after the mask, the slots its sliding layers
+attend (``layers.band_mask``), a second dynamic dimension, so those layers cost their
+window, not the context.
 """
 
 from __future__ import annotations
@@ -52,13 +55,25 @@ def _mask_dim(max_context: int, cache_size: int) -> Dim:
     return Dim("mask_width", min=scratch + 2, max=cache_size)
 
 
+def _band_example(max_context: int, cache_size: int) -> torch.Tensor:
+    """A band (``layers.band_mask``): committed slots ``[lo, n)`` of the mask example's
+    ``n``, then scratch; its length differs from the mask's, so export keeps them apart."""
+    n = max(2, min(max_context, 17))
+    return torch.cat((torch.arange(min(3, n - 2), n), torch.arange(max_context, cache_size)))
+
+
+def _band_dim(max_context: int, cache_size: int) -> Dim:
+    return Dim("band_length", min=cache_size - max_context + 2, max=cache_size)
+
+
 def _with_mask(count: int, index: int, dim: Dim) -> Dynamic:
     """``dynamic_shapes`` of a method with ``count`` inputs whose input ``index`` is the mask."""
     return tuple({1: dim} if i == index else None for i in range(count))
 
 
 class TargetPrefill(nn.Module):
-    """``(tokens[N], positions[N], last[1], mask[N, W]) -> (logits[1, V], hidden[N, T*H])``.
+    """``(tokens[N], positions[N], last[1], mask[N, W][, band[Wb]])
+    -> (logits[1, V], hidden[N, T*H])``.
 
     Writes slot == position for every row; ``mask`` is causal (``layers.causal_mask``).
     ``last`` picks the row whose logits are returned (the last real token; a short final
@@ -70,26 +85,27 @@ class TargetPrefill(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, tokens, positions, last, mask):  # type: ignore[no-untyped-def]
-        h, hidden = self.model.body(tokens, positions, positions, mask)
+    def forward(self, tokens, positions, last, mask, band=None):  # type: ignore[no-untyped-def]
+        h, hidden = self.model.body(tokens, positions, positions, mask, band)
         return self.model.logits(h.index_select(0, last)), hidden
 
 
 class TargetDecode(nn.Module):
-    """``(token[1], position[1], mask[1, W]) -> (logits[1, V], hidden[1, T*H])``; writes
-    slot == position; ``mask`` is causal."""
+    """``(token[1], position[1], mask[1, W][, band[Wb]]) -> (logits[1, V], hidden[1, T*H])``;
+    writes slot == position; ``mask`` is causal."""
 
     def __init__(self, model: TargetModel) -> None:
         super().__init__()
         self.model = model
 
-    def forward(self, token, position, mask):  # type: ignore[no-untyped-def]
-        h, hidden = self.model.body(token, position, position, mask)
+    def forward(self, token, position, mask, band=None):  # type: ignore[no-untyped-def]
+        h, hidden = self.model.body(token, position, position, mask, band)
         return self.model.logits(h), hidden
 
 
 class TargetVerify(nn.Module):
-    """``(tokens[K], positions[K], slots[K], mask[K, S]) -> (logits[K, V], hidden[K, T*H])``.
+    """``(tokens[K], positions[K], slots[K], mask[K, S][, band[Wb]])
+    -> (logits[K, V], hidden[K, T*H])``.
 
     Everything explicit: node i is written at ``slots[i]`` with RoPE position
     ``positions[i]`` (root position + depth) and sees exactly the slots ``mask[i]`` leaves at 0
@@ -100,8 +116,8 @@ class TargetVerify(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, tokens, positions, slots, mask):  # type: ignore[no-untyped-def]
-        h, hidden = self.model.body(tokens, positions, slots, mask)
+    def forward(self, tokens, positions, slots, mask, band=None):  # type: ignore[no-untyped-def]
+        h, hidden = self.model.body(tokens, positions, slots, mask, band)
         return self.model.logits(h), hidden
 
 
@@ -159,7 +175,7 @@ def target_methods(
     assistant_step_width: int = 0,
 ) -> Methods:
     """Method name -> (wrapper, example inputs with the compiled static shapes, the
-    dynamic mask width).
+    dynamic mask width and, for a model with sliding layers, the dynamic band length).
 
     One verify method per width: verify cost grows with width, so a small tree runs the
     narrowest method that holds it (the widest is ``target_verify``, the others
@@ -176,38 +192,42 @@ def target_methods(
     c, s, n = model.max_context, model.cache_size, prefill_chunk
     k = max(verify_widths)
     width = _mask_dim(c, s)
+    banded = model.sliding_window > 0
+
+    def attending(
+        module: nn.Module, rows: int, *inputs: torch.Tensor
+    ) -> tuple[nn.Module, Example, Dynamic]:
+        """A method of ``rows`` query rows: ``inputs``, the mask, then, for a model with
+        sliding layers, the band (``TargetModel.body``)."""
+        mask = _mask_example(rows, c, s)
+        dims = _with_mask(len(inputs) + 1, len(inputs), width)
+        if not banded:
+            return module, (*inputs, mask), dims
+        return module, (*inputs, mask, _band_example(c, s)), (*dims, {0: _band_dim(c, s)})
+
     verify: Methods = {
-        verify_method_name(w, k): (
+        verify_method_name(w, k): attending(
             TargetVerify(model),
-            (
-                torch.zeros(w, dtype=torch.long),
-                torch.arange(w),
-                torch.arange(w),
-                _mask_example(w, c, s),
-            ),
-            _with_mask(4, 3, width),
+            w,
+            torch.zeros(w, dtype=torch.long),
+            torch.arange(w),
+            torch.arange(w),
         )
         for w in sorted(set(verify_widths))
     }
     return {
-        TARGET_PREFILL: (
+        TARGET_PREFILL: attending(
             TargetPrefill(model),
-            (
-                torch.zeros(n, dtype=torch.long),
-                torch.arange(n),
-                torch.tensor([n - 1]),
-                _mask_example(n, c, s),
-            ),
-            _with_mask(4, 3, width),
+            n,
+            torch.zeros(n, dtype=torch.long),
+            torch.arange(n),
+            torch.tensor([n - 1]),
         ),
-        TARGET_DECODE: (
+        TARGET_DECODE: attending(
             TargetDecode(model),
-            (
-                torch.zeros(1, dtype=torch.long),
-                torch.zeros(1, dtype=torch.long),
-                _mask_example(1, c, s),
-            ),
-            _with_mask(3, 2, width),
+            1,
+            torch.zeros(1, dtype=torch.long),
+            torch.zeros(1, dtype=torch.long),
         ),
         **verify,
         TARGET_COMMIT: (CacheCommit(model), (torch.arange(k), torch.arange(k)), None),

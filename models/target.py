@@ -74,10 +74,14 @@ class TargetModel(nn.Module):
         positions: torch.Tensor,
         slots: torch.Tensor,
         mask: torch.Tensor,
+        band: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Run all layers; returns (final normed state [Q, H], tapped states [Q, T*H]).
 
-        ``mask`` [Q, cache_size] is the full-attention mask; sliding layers narrow it.
+        ``mask`` [Q, W] is the full-attention mask (``layers.column_slots``). ``band`` [Wb]
+        lists the slots sliding layers attend (``layers.band_mask``); a model with sliding
+        layers takes it in every attending method, one without ignores it. Without it,
+        sliding layers narrow ``mask`` by their window over all its columns.
         """
         raise NotImplementedError
 

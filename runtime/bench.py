@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from etspec.contract import TargetMetadata
 from etspec.errors import EtspecError
+from etspec.runtime.prompt_sets import SETS, long_document
 from etspec.runtime.runner import GenerationResult
 from etspec.runtime.sampling import SamplingConfig
 
@@ -122,9 +123,26 @@ def jsonl_prompts(path: str | Path) -> list[Prompt]:
     return out
 
 
+# Prompt sources by name; anything else is a JSONL path.
+PROMPT_SOURCES = ("humaneval", "copy", "open", "long")
+
+
+def builtin_prompts(name: str) -> list[Prompt]:
+    """A built-in set of ``prompt_sets``: ``copy`` (the answer quotes the prompt), ``open``
+    (it does not) or ``long`` (a ~3,000-token document and a question)."""
+    if name == "long":
+        return [Prompt("long/0", long_document(3000))]
+    return [Prompt(f"{name}/{i}", text) for i, text in enumerate(SETS[name])]
+
+
 def load_prompts(source: str, limit: int | None = None) -> list[Prompt]:
-    """``humaneval`` or a JSONL path; the first ``limit`` prompts."""
-    prompts = humaneval_prompts() if source == "humaneval" else jsonl_prompts(source)
+    """A named source (``PROMPT_SOURCES``) or a JSONL path; the first ``limit`` prompts."""
+    if source == "humaneval":
+        prompts = humaneval_prompts()
+    elif source in PROMPT_SOURCES:
+        prompts = builtin_prompts(source)
+    else:
+        prompts = jsonl_prompts(source)
     if not prompts:
         raise EtspecError(f"{source}: no prompts")
     return prompts[:limit] if limit else prompts
@@ -181,12 +199,14 @@ def failure_dump(
     error: BaseException | None = None,
     expected: Sequence[int] | None = None,
     got: Sequence[int] | None = None,
+    reference: str = BASELINE,
 ) -> dict[str, Any]:
     """A compact, self-contained report of one failed generation: the inputs that reproduce
     it (prompt id, text and the exact ids generated from, settings), the system and, for a
-    wrong output, where it diverged from target-only."""
+    wrong output, where it diverged from its ``reference`` system's output."""
     dump: dict[str, Any] = {
         "system": system,
+        "reference": reference,
         "prompt_id": prompt.id,
         "prompt": prompt.text,
         "prompt_ids": list(prompt_ids),
@@ -245,6 +265,7 @@ def run_systems(
     *,
     trace: bool = False,
     on_mismatch: Callable[[dict[str, Any]], None] | None = None,
+    baselines: dict[str, str | None] | None = None,
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, float]]]:
     """Per-prompt records of every system. Prompt by prompt, every system in turn (after
     one excluded warm-up each): a machine whose speed drifts during the run (shared or
@@ -259,7 +280,9 @@ def run_systems(
     ``trace`` adds every speculative step to the records (``steps``). A system that raises
     stops the run with a ``BenchFailure`` carrying a failure dump; under greedy sampling, an
     output that differs from target-only's goes to ``on_mismatch`` as a dump and the run
-    goes on (the summary counts it).
+    goes on (the summary counts it). ``baselines`` names, per system, the system whose
+    greedy output it must equal (default ``target-only``; None: no check), e.g. an outside
+    peer's speculation is held to that peer's own target-only decoding.
 
     Returns the records and, per system, the timing of its first (cold) call: the warm-up
     on the first prompt, which the records leave out.
@@ -286,9 +309,10 @@ def run_systems(
                 for name in systems:
                     records[name][-1].update(source_id=p.id, turn=n)
             expected = answers.get(BASELINE)
-            if greedy_check and expected is not None:
+            if greedy_check:
                 for name, got in answers.items():
-                    if got.token_ids != expected.token_ids:
+                    ref = answers.get(baseline_of(name, baselines) or name)
+                    if ref is not None and got.token_ids != ref.token_ids:
                         on_mismatch(  # type: ignore[misc]
                             failure_dump(
                                 name,
@@ -297,7 +321,8 @@ def run_systems(
                                 ids,
                                 budget,
                                 sampling,
-                                expected=expected.token_ids,
+                                expected=ref.token_ids,
+                                reference=baseline_of(name, baselines) or name,
                                 got=got.token_ids,
                             )
                         )
@@ -381,8 +406,16 @@ def trace_lines(records: dict[str, list[dict[str, Any]]]) -> Iterator[str]:
             yield json.dumps({"system": name, **{k: r[k] for k in keep if k in r}})
 
 
-def summarize(systems: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """Per-system metrics; speedups and output identity are against ``target-only``."""
+def baseline_of(name: str, baselines: dict[str, str | None] | None) -> str | None:
+    """The system whose greedy output ``name``'s must equal (see ``run_systems``)."""
+    return (baselines or {}).get(name, BASELINE)
+
+
+def summarize(
+    systems: dict[str, list[dict[str, Any]]], baselines: dict[str, str | None] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Per-system metrics; speedups are against ``target-only``, output identity against
+    each system's baseline (``baseline_of``; ``identical_to`` names it)."""
     base = {r["prompt_id"]: r for r in systems.get(BASELINE, [])}
     out: dict[str, dict[str, Any]] = {}
     for name, records in systems.items():
@@ -406,9 +439,17 @@ def summarize(systems: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, A
             e2e = [b["total_s"] / r["total_s"] for r, b in pairs if r["total_s"]]
             s["speedup"] = _dist(speed)
             s["speedup_e2e"] = _dist(e2e)
-            s["identical"] = sum(r["token_ids"] == b["token_ids"] for r, b in pairs)
-            if "tpc" in s:
-                s["cost_model"] = cost_model(records, systems[BASELINE], s["speedup"]["mean"])
+        ref_name = baseline_of(name, baselines)
+        if ref_name is not None and ref_name != name and systems.get(ref_name):
+            ref = {r["prompt_id"]: r for r in systems[ref_name]}
+            s["identical"] = sum(
+                r["token_ids"] == ref[r["prompt_id"]]["token_ids"]
+                for r in records
+                if r["prompt_id"] in ref
+            )
+            s["identical_to"] = ref_name
+        if base and name != BASELINE and "tpc" in s:
+            s["cost_model"] = cost_model(records, systems[BASELINE], s["speedup"]["mean"])
         out[name] = s
     return out
 

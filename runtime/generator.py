@@ -96,12 +96,13 @@ class TextTokenGenerator:
         stats, target, sampler = ctx.stats, ctx.target, ctx.sampler
         position_t = torch.empty(1, dtype=torch.long)
         token_t = torch.empty(1, dtype=torch.long)
-        layout = MaskLayout(target.metadata.max_context, target.metadata.cache_size)
+        layout = MaskLayout.of(target.metadata)
         while sink.remaining > 0:
             token_t[0], position_t[0] = token, position
             with stats.stage("decode"):
                 mask = layout.causal(position_t)
-                logits, _ = target.run(TARGET_DECODE, token_t, position_t, mask)
+                band = layout.band(position, mask.shape[-1])
+                logits, _ = target.run(TARGET_DECODE, token_t, position_t, mask, *band)
             stats.decode_calls += 1
             token = sampler.pick(logits, sink.history)
             position += 1

@@ -3,7 +3,8 @@
 A mask's width is the one dynamic dimension of every attending method (``models/methods``):
 its first ``n`` columns are committed slots ``[0, n)`` and its last ``scratch`` columns the
 scratch slots, with ``n`` the committed length a call needs rounded up to
-``contract.MASK_GRANULE``. A call therefore costs what its actual context costs.
+``contract.MASK_GRANULE``. A call therefore costs what its actual context costs. A target
+with sliding layers also takes their band (``band``): the slots those layers attend.
 """
 
 from __future__ import annotations
@@ -12,17 +13,32 @@ from functools import lru_cache
 
 import torch
 
-from etspec.contract import MASK_MIN, mask_width
+from etspec.contract import MASK_MIN, TargetMetadata, band_start, mask_width
 from etspec.models.layers import causal_mask, column_slots
 
 
 class MaskLayout:
-    """The mask geometry of one program: ``max_context`` committed slots, then scratch."""
+    """The mask geometry of one program: ``max_context`` committed slots, then scratch;
+    ``window``: its sliding layers' window (0: none, and no band input)."""
 
-    def __init__(self, max_context: int, cache_size: int) -> None:
+    def __init__(self, max_context: int, cache_size: int, window: int = 0) -> None:
         self.max_context = max_context
         self.cache_size = cache_size
         self.scratch = cache_size - max_context
+        self.window = window
+
+    @classmethod
+    def of(cls, meta: TargetMetadata) -> MaskLayout:
+        """The layout of a target program (its band if it has sliding layers)."""
+        return cls(meta.max_context, meta.cache_size, meta.sliding_window)
+
+    def band(self, lowest: int, width: int) -> tuple[torch.Tensor, ...]:
+        """The inputs that follow a ``width``-column mask for rows whose lowest position is
+        ``lowest``: the sliding layers' band (``contract.band_start``), or none."""
+        if not self.window:
+            return ()
+        n = self.committed(width)
+        return (_band(band_start(lowest, n, self.window), n, self.max_context, self.cache_size),)
 
     def width(self, needed: int) -> int:
         """Columns of a mask that shows committed slots ``[0, needed)``."""
@@ -50,3 +66,8 @@ class MaskLayout:
 @lru_cache(maxsize=32)
 def _columns(width: int, max_context: int, cache_size: int) -> torch.Tensor:
     return column_slots(width, max_context, cache_size)
+
+
+@lru_cache(maxsize=64)
+def _band(start: int, committed: int, max_context: int, cache_size: int) -> torch.Tensor:
+    return torch.cat((torch.arange(start, committed), torch.arange(max_context, cache_size)))

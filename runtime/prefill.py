@@ -36,7 +36,7 @@ def prefill_target(program: Program, tokens: torch.Tensor, start: int = 0) -> Pr
         )
     hidden = []
     logits = torch.empty(0)
-    layout = MaskLayout(meta.max_context, meta.cache_size)
+    layout = MaskLayout.of(meta)
     for lo in range(0, total, n):
         chunk = tokens[lo : lo + n]
         real = int(chunk.numel())
@@ -44,6 +44,8 @@ def prefill_target(program: Program, tokens: torch.Tensor, start: int = 0) -> Pr
         ids[:real] = chunk
         positions = torch.arange(start + lo, start + lo + n, dtype=torch.long)
         mask = layout.causal(positions)
-        logits, h = program.run(TARGET_PREFILL, ids, positions, torch.tensor([real - 1]), mask)
+        band = layout.band(start + lo, mask.shape[-1])
+        last = torch.tensor([real - 1])
+        logits, h = program.run(TARGET_PREFILL, ids, positions, last, mask, *band)
         hidden.append(h[:real])
     return PrefillResult(logits, torch.cat(hidden))

@@ -93,14 +93,16 @@ def teacher_forced(program: Program, ids: Sequence[int], start: int) -> Scores:
     logits = prefill_target(program, torch.tensor(ids[:start], dtype=torch.long)).logits
     out = Scores()
     token, position = torch.empty(1, dtype=torch.long), torch.empty(1, dtype=torch.long)
-    layout = MaskLayout(program.metadata.max_context, program.metadata.cache_size)
+    layout = MaskLayout.of(program.metadata)  # type: ignore[arg-type]
     for i in range(start, len(ids)):
         row = logits.reshape(-1).float()
         out.argmax.append(int(row.argmax()))
         out.logprob.append(float(torch.log_softmax(row, -1)[ids[i]]))
         if i + 1 < len(ids):
             token[0], position[0] = ids[i], i
-            logits, _ = program.run(TARGET_DECODE, token, position, layout.causal(position))
+            mask = layout.causal(position)
+            band = layout.band(i, mask.shape[-1])
+            logits, _ = program.run(TARGET_DECODE, token, position, mask, *band)
     return out
 
 

@@ -15,7 +15,9 @@ time after the first) per system and prompt kind, and whether each output is ide
 its own target-only output. ``--long N`` adds a long-prompt case (a document of about N
 tokens and a question; time to first token is then mostly its prefill). llama.cpp's
 threads busy-wait: a run on a machine whose load average exceeds half its cores is
-refused, since its figures would not mean anything.
+refused, since its figures would not mean anything. For one artifact, `etspec bench
+--llama-cpp FILE.gguf --prompts copy|open|long` runs the same comparison (llama.cpp's own
+prompt lookup included) with the bench's records and summaries.
 """
 
 from __future__ import annotations
@@ -30,35 +32,11 @@ from typing import Any
 
 import click
 
-# Copy-heavy prompts (the answer quotes the prompt) and open-ended ones.
-PROMPTS = {
-    "copy": [
-        "Fix the typo in this function and return the corrected code.\n\n"
-        "def average(values):\n    total = 0\n    for v in values:\n        total += v\n"
-        "    return totl / len(values)\n\nCorrected code:\n\n",
-        "Text: The lighthouse keeper wrote the weather into his ledger every morning at six: "
-        "wind from the north-west, a falling glass, and a grey swell that broke white on the "
-        "outer rocks.\n\nQuote the sentence above exactly, then say what the weather was.\n\n"
-        "Quote:",
-        "Meeting notes: Ana will send the budget by Friday. Ben owns the launch checklist. "
-        "Chen reviews the contract on Monday.\n\nList each person and their task, using the "
-        "notes' own words:\n-",
-    ],
-    "open": [
-        "def is_prime(n):",
-        "The three most important ideas in thermodynamics are",
-        "Write a short story about a robot who learns to paint.\n\n",
-    ],
-}
+from etspec.runtime.prompt_sets import SETS, long_document
 
-
-def long_prompt(tokens: int = 3000) -> str:
-    """A document of about ``tokens`` Gemma tokens (this project's README, a real text with
-    code, tables and prose) and a question about it: the long-prompt case."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    doc = text[: tokens * 3]  # ~3 characters per token for this text under Gemma's tokenizer
-    return (f"Document:\n\n{doc}\n\nQuestion: which command runs the tests, and what does "
-            "the bundled pair consist of?\n\nAnswer:")  # fmt: skip
+# Copy-heavy prompts (the answer quotes the prompt) and open-ended ones: `etspec bench
+# --prompts copy|open|long` uses the same sets.
+PROMPTS = {"copy": list(SETS["copy"]), "open": list(SETS["open"])}
 
 
 def _cpp_generate(
@@ -141,7 +119,7 @@ def main(
             systems[f"{name} C++ target-only"] = ("cpp", (cpp_runner, Path(path), base))
     prompts = dict(PROMPTS)
     if long_tokens:
-        prompts["long"] = [long_prompt(long_tokens)]
+        prompts["long"] = [long_document(long_tokens)]
     if gguf is not None:
         n_ctx = 1024 if not long_tokens else long_tokens + max_new_tokens + 1024
         systems["llama.cpp target-only"] = ("llama.cpp", _llama_cpp(gguf, threads, n_ctx))

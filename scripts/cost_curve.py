@@ -50,7 +50,7 @@ def _chain_inputs(meta: Any, layout: Any, k: int, c: int) -> tuple[torch.Tensor,
     cols = layout.column_of(slots, width)
     for i in range(k):
         mask[i, cols[: i + 1]] = 0.0
-    return torch.zeros(k, dtype=torch.long), slots.clone(), slots, mask
+    return torch.zeros(k, dtype=torch.long), slots.clone(), slots, mask, *layout.band(c, width)
 
 
 def measure(path: Path, contexts: list[int], repeats: int) -> dict[str, Any]:
@@ -60,7 +60,7 @@ def measure(path: Path, contexts: list[int], repeats: int) -> dict[str, Any]:
 
     program = PteProgram.load(path, expect="target")
     meta = program.metadata
-    layout = MaskLayout(meta.max_context, meta.cache_size)
+    layout = MaskLayout.of(meta)
     program.run(TARGET_RESET)
     out: dict[str, Any] = {
         "pte": str(path),
@@ -76,12 +76,9 @@ def measure(path: Path, contexts: list[int], repeats: int) -> dict[str, Any]:
             click.echo(f"{path.name}: context {c} + {widest} rows exceeds {meta.max_context}")
             continue
         position = torch.tensor([c])
-        decode = _timed(
-            program,
-            TARGET_DECODE,
-            (torch.zeros(1, dtype=torch.long), position, layout.causal(position)),
-            repeats,
-        )
+        mask = layout.causal(position)
+        inputs = (torch.zeros(1, dtype=torch.long), position, mask, *layout.band(c, mask.shape[-1]))
+        decode = _timed(program, TARGET_DECODE, inputs, repeats)
         row: dict[str, Any] = {"decode_ms": decode, "verify_ms": {}, "verify_over_decode": {}}
         for k in meta.verify_widths:
             t = _timed(program, meta.verify_method(k), _chain_inputs(meta, layout, k, c), repeats)

@@ -49,7 +49,9 @@ def decode(program, token: int, position: int):  # type: ignore[no-untyped-def]
     from etspec.contract import TARGET_DECODE
 
     pos = torch.tensor([position])
-    return program.run(TARGET_DECODE, torch.tensor([token]), pos, causal(program, pos))
+    mask = causal(program, pos)
+    band = MaskLayout.of(program.metadata).band(position, mask.shape[-1])
+    return program.run(TARGET_DECODE, torch.tensor([token]), pos, mask, *band)
 
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:

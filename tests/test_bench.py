@@ -649,3 +649,108 @@ def test_window_plot_rows_follow_table_3() -> None:
     assert rows[1][1:] == pytest.approx((0.5, 0.9, 0.9))
     assert rows[2][3] == pytest.approx(1.5)
     assert render_report(report)[WINDOW_PLOT].startswith(b"\x89PNG")
+
+
+def test_builtin_prompt_sets_are_fixed_and_the_long_one_is_long(artifacts) -> None:  # type: ignore[no-untyped-def]
+    from etspec.runtime.bench import load_prompts
+    from etspec.runtime.loading import RunnerSpec, load_runners
+
+    copy, open_ = load_prompts("copy"), load_prompts("open", 2)
+    assert [p.id for p in copy] == [f"copy/{i}" for i in range(6)] and len(open_) == 2
+    assert "return totl / len(values)" in copy[0].text
+    long = load_prompts("long")
+    assert len(long) == 1 and long[0].text == load_prompts("long")[0].text  # fixed seed
+    # The question asks about an entry the document holds, and the document is ~3k tokens.
+    asked = long[0].text.rsplit("Entry ", 1)[1].split(":")[0]
+    assert f"\nEntry {asked}: " in long[0].text
+    base, _ = load_runners(RunnerSpec(artifacts.target("mistral_tied").pte))
+    assert 2000 < len(base.encode(long[0].text)) < 4500
+
+
+def test_peers_are_held_to_their_own_baseline() -> None:
+    """A llama.cpp lookup output is compared with llama.cpp's own target-only output; that
+    one (another quantization) is compared with nothing; speedups stay against etspec's."""
+    from etspec.runtime.llama_cpp_peer import BASELINES, LOOKUP, TARGET_ONLY
+
+    records = {
+        BASELINE: [_record("a", [1, 2, 3], 100.0, 1.0)],
+        TARGET_ONLY: [_record("a", [1, 2, 9], 50.0, 2.0)],
+        LOOKUP: [_record("a", [1, 2, 9], 100.0, 1.0)],
+    }
+    s = summarize(records, BASELINES)
+    assert "identical" not in s[TARGET_ONLY] and s[TARGET_ONLY]["speedup"]["mean"] == 0.5
+    assert s[LOOKUP]["identical"] == 1 and s[LOOKUP]["identical_to"] == TARGET_ONLY
+    records[LOOKUP][0]["token_ids"] = [1, 2, 3]
+    assert summarize(records, BASELINES)[LOOKUP]["identical"] == 0
+
+
+class _ScriptedLlama:
+    """llama-cpp-python's ``Llama`` surface the peer uses, replaying fixed tokens."""
+
+    def __init__(self, tokens: list[int]) -> None:
+        self.tokens, self.resets, self.calls = tokens, 0, []  # type: ignore[var-annotated]
+        self.seed: int | None = None
+
+    def reset(self) -> None:
+        self.resets += 1
+
+    def set_seed(self, seed: int) -> None:
+        self.seed = seed
+
+    def generate(self, ids, **kw):  # type: ignore[no-untyped-def]
+        self.calls.append((list(ids), kw))
+        yield from self.tokens
+
+
+def test_llama_cpp_peer_stops_like_etspec_and_resets_per_request(artifacts) -> None:  # type: ignore[no-untyped-def]
+    from etspec.runtime.llama_cpp_peer import LlamaCppPeer
+    from etspec.runtime.loading import RunnerSpec, load_runners
+    from etspec.runtime.sampling import SamplingConfig
+
+    base, _ = load_runners(RunnerSpec(artifacts.target("mistral_tied").pte))
+    eos = base.meta.eos_token_ids[0]
+    llm = _ScriptedLlama([5, 6, 7, eos, 8, 9])
+    peer = LlamaCppPeer(llm, base, threads=2)
+    ids = base.encode("w1 w2 w3")
+    got = peer.generate("w1 w2 w3", 10)
+    assert got.token_ids == [5, 6, 7, eos] and got.stop_reason == "eos"
+    assert llm.calls[0][0] == ids and llm.calls[0][1]["temp"] == 0.0  # etspec's ids, greedy
+    assert 0 < got.stats.ttft_s <= got.stats.total_s and got.stats.generated_tokens == 4
+    got = peer.generate(ids, 2, SamplingConfig(0.7, 0, 0.9, 3))
+    assert got.token_ids == [5, 6] and got.stop_reason == "max_new_tokens"
+    assert llm.calls[1][1]["temp"] == 0.7 and llm.calls[1][1]["top_p"] == 0.9 and llm.seed == 3
+    assert llm.resets == 2  # no prefix reuse from the previous request
+    room = base.meta.max_context - len(ids)
+    llm.tokens = [5] * (room + 10)
+    assert len(peer.generate(ids, room + 10).token_ids) == room  # the context bounds it too
+
+
+def test_llama_cpp_refusals_are_one_line(artifacts, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import sys
+
+    from etspec.runtime import llama_cpp_peer
+
+    with pytest.raises(EtspecError, match=r"load average 2\.5 on 2 cores: llama\.cpp's busy"):
+        llama_cpp_peer.check_idle(2.5, 2)
+    assert llama_cpp_peer.check_idle(1.5, 2) == 1.5
+    case = artifacts.target("mistral_tied")
+    prompts = _prompt_file(tmp_path / "p.jsonl", 1)
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    args = _bench_args(case.pte, prompts, tmp_path / "b.json", "--llama-cpp", str(gguf))
+    monkeypatch.setattr("os.getloadavg", lambda: (64.0, 1.0, 1.0))
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and res.output.startswith("error: load average 64.0 on ")
+    monkeypatch.setattr("os.getloadavg", lambda: (0.0, 0.0, 0.0))
+    missing = _bench_args(case.pte, prompts, tmp_path / "b.json", "--llama-cpp", "nope.gguf")
+    res = CliRunner().invoke(main, missing)
+    assert (
+        res.output.strip() == "error: nope.gguf: no such GGUF file; give the target's source GGUF"
+    )
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # not installed
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and res.output.strip() == (
+        "error: --llama-cpp needs llama-cpp-python: pip install 'etspec[llama-cpp]' (it "
+        "builds llama.cpp from source, several minutes)"
+    )
+    assert not (tmp_path / "b.json").exists()

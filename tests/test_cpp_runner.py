@@ -93,6 +93,25 @@ def test_greedy_ids_and_stats_equal_python(  # type: ignore[no-untyped-def]
         assert set(st) == set(want) - {"steps"}  # the same JSON fields as Python's
 
 
+@pytest.mark.parametrize(("tree", "kv"), MODES[:3])
+def test_sliding_band_past_the_first_granule_equals_python(  # type: ignore[no-untyped-def]
+    artifacts, runner_bin: Path, tree: str, kv: str
+) -> None:
+    """A 70-token prompt and 20 more tokens in a 96-token context: from position 75 on, the
+    sliding layers' band starts at slot 64 (contract.band_start), in both runtimes alike."""
+    case = PAIRS["gemma3"](artifacts)
+    vocab = case.target.hf.config.vocab_size
+    prompt = torch.randint(0, vocab, (70,), generator=torch.Generator().manual_seed(3)).tolist()
+    draft = None if tree == "target-only" else case.pte
+    ref = _python(case.target.pte, draft, prompt, 20, tree, kv)
+    args = ["--max-new-tokens", "20", "--ignore-eos"]
+    if draft is not None:
+        args += ["--draft", str(draft), "--tree", tree, "--num-spec-tokens", "3", "--kv", kv]
+    (out,) = _cpp(runner_bin, case.target.pte, prompt, *args)
+    assert out["token_ids"] == ref.token_ids and len(ref.token_ids) == 20
+    assert out["stats"]["verify_calls"] == ref.stats.verify_calls
+
+
 def test_seeded_sampling_repeats_and_matches_the_target_distribution(  # type: ignore[no-untyped-def]
     artifacts,
     runner_bin: Path,

@@ -46,13 +46,14 @@ WINDOW = 12
 assert all(TARGET_CONFIGS[n]["sliding_window"] == WINDOW for n in GEMMA)
 
 
-@pytest.mark.parametrize("prompt_len", [10, 30])
+@pytest.mark.parametrize("prompt_len", [10, 30, 80])
 @pytest.mark.parametrize("layout", ["position-overwrite", "scratch"])
 @pytest.mark.parametrize("mode", MODES)
 def test_tree_verify_across_the_window(artifacts, mode: str, layout: str, prompt_len: int) -> None:
     """Every node of a random 12-node tree (depths up to 11) equals transformers on the
     prompt plus its path: with a 10-token prompt the paths cross the window boundary, with
-    30 the committed prefix already reaches past it."""
+    30 the committed prefix already reaches past it, with 80 the sliding layers attend a
+    band that starts at slot 64 (``contract.band_start``), not the whole prefix."""
     case = artifacts.target("gemma3_sliding")
     prog = target_program(case, mode)
     t = verify_random_tree(prog, layout, seed=7, prompt_len=prompt_len)
@@ -71,9 +72,11 @@ SHAPES = {
     "dynamic7": DynamicTree(depth=3, topk=2, total_tokens=8),
 }
 # Prompts of 1..16 tokens and budgets of 24..44: speculative steps land before, across and
-# after the 12-token window.
-PROMPTS = random_prompts(6, vocab=32, longest=17, seed=11)
-BUDGETS = [24 + (9 * i) % 21 for i in range(6)]
+# after the 12-token window; a 66-token prompt with 24 more tokens takes the sliding layers'
+# band past slot 64 (``contract.band_start``), so they attend part of the prefix only.
+LONG_PROMPT = torch.randint(0, 32, (66,), generator=torch.Generator().manual_seed(5)).tolist()
+PROMPTS = [*random_prompts(6, vocab=32, longest=17, seed=11), LONG_PROMPT]
+BUDGETS = [*[24 + (9 * i) % 21 for i in range(6)], 24]
 SCHEDULE = [0, 1, 99, 0, 2]
 
 

@@ -86,3 +86,22 @@ def test_methods_after_the_first_pack_nothing_with_the_cache(wide_target: Path) 
     later_on = sum(sorted(on[m] for m in methods)[:-1])  # all but the one that packed
     later_off = sum(sorted(off[m] for m in methods)[:-1])
     assert later_on < 0.1 * later_off, (on, off)
+
+
+def test_no_method_plans_a_copy_of_the_shared_caches(artifacts) -> None:  # type: ignore[no-untyped-def]
+    """The caches live in one shared arena; no method's activation arena also reserves
+    their size (ExecuTorch planned each in-place cache write's output there: a KV-sized
+    hole per method, `export/lowering._SharedBufferPlanning`)."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    from etspec.artifact import open_artifact
+
+    case = artifacts.target("llama_gqa_rope3")
+    kv = open_artifact(case.pte, "target").metadata.kv_cache_bytes
+    program = deserialize_pte_binary(case.pte.read_bytes()).program
+    plans = {p.name: p.non_const_buffer_sizes for p in program.execution_plan}
+    assert plans["target_commit"][2] >= kv  # the shared arena
+    # Commit gathers the K rows it moves; decode and verify also gather attended slots.
+    assert plans["target_commit"][1] < kv / 10, (plans["target_commit"], kv)
+    for name in ("target_prefill", "target_decode", "target_verify"):
+        assert plans[name][1] < kv / 2, (name, plans[name], kv)

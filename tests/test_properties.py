@@ -231,3 +231,25 @@ def test_kv_manager_keeps_committed_state_under_any_accept_sequence(  # type: ig
         committed += [int(labels[n]) for n in path]
         assert kv.committed == len(committed)
         assert cache.slots[: kv.committed].tolist() == committed
+
+
+@given(st.integers(0, 9000), st.integers(2, 9000), st.integers(1, 5000), st.integers(1, 33))
+def test_the_sliding_band_holds_every_key_the_lowest_row_sees(
+    lowest: int, committed: int, window: int, scratch: int
+) -> None:
+    """``MaskLayout.band``: committed slots from at or below the lowest query's window start
+    up to the mask's committed columns, then every scratch slot; its start moves once per
+    granule (the XNNPACK re-plan rate), and at least two committed slots remain (the
+    exported dimension's minimum)."""
+    from etspec.contract import MASK_GRANULE, band_start
+
+    assume(lowest < committed)
+    max_context = max(committed, 16)
+    layout = MaskLayout(max_context, max_context + scratch, window)
+    width = committed + scratch
+    (band,) = layout.band(lowest, width)
+    start = band_start(lowest, committed, window)
+    assert band.tolist() == [*range(start, committed), *range(max_context, max_context + scratch)]
+    assert start <= max(0, lowest - window + 1) and committed - start >= 2
+    assert start % MASK_GRANULE == 0 or start == committed - 2
+    assert MaskLayout(max_context, max_context + scratch).band(lowest, width) == ()

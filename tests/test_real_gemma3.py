@@ -8,15 +8,17 @@ about 5 minutes each on 2 cores), so a second run takes minutes.
 What holds: the GGUF converts exactly as transformers' own loader converts it; the fp32
 ``.pte`` writes transformers' greedy tokens; prompt lookup and an untrained EAGLE-3 draft of
 the right shape (tree mechanics at a 262k vocabulary) give target-only's tokens under both KV
-strategies; the quantized ``.pte`` stays as close to the same recipe run eagerly in torch as
-that recipe stays to itself when its arithmetic changes in the last bit (exact ids are not
-a property two implementations of dynamic int8 activations can share on these weights; see
-the test).
+strategies; `etspec bench --llama-cpp` runs llama.cpp beside the default artifact (with
+llama-cpp-python installed); the quantized ``.pte`` stays as close to the same recipe run
+eagerly in torch as that recipe stays to itself when its arithmetic changes in the last bit
+(exact ids are not a property two implementations of dynamic int8 activations can share on
+these weights; see the test).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -267,3 +269,36 @@ def test_quantized_pte_is_as_close_to_its_recipe_as_the_recipe_is_to_itself(
                                                                agreement(control))  # fmt: skip
     assert logprob_change(exported) <= 1.5 * logprob_change(control) + 0.02, (
         logprob_change(exported), logprob_change(control))  # fmt: skip
+
+
+def test_bench_runs_llama_cpp_beside_the_default_artifact(
+    quantized_pte: Path, model: Path, tmp_path: Path
+) -> None:
+    """`etspec bench --llama-cpp`: llama.cpp target-only and its lookup on the same GGUF and
+    prompt ids, one thread per core; etspec's lookup equals etspec's target-only, llama.cpp's
+    is held to llama.cpp's own (timings are reported, never asserted)."""
+    pytest.importorskip("llama_cpp")
+    from click.testing import CliRunner
+
+    from etspec.cli import main
+    from etspec.runtime.llama_cpp_peer import LOOKUP, TARGET_ONLY, cores
+
+    if os.getloadavg()[0] > cores():
+        pytest.skip("busy machine: --llama-cpp refuses it")
+    out = tmp_path / "bench.json"
+    args = ["bench", "--target", str(quantized_pte), "--draft-method", "prompt-lookup",
+            "--prompts", "copy", "--num-prompts", "2", "--max-new-tokens", "24",
+            "--llama-cpp", str(model), "--json", str(out)]  # fmt: skip
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    s, records = report["summary"], report["records"]
+    assert s["auto"]["identical"] == 2
+    assert s[TARGET_ONLY]["threads"] == cores() and "identical" not in s[TARGET_ONLY]
+    assert s[LOOKUP]["identical_to"] == TARGET_ONLY
+    for name in (TARGET_ONLY, LOOKUP):
+        assert [r["prompt_tokens"] for r in records[name]] == [
+            r["prompt_tokens"] for r in records["target-only"]
+        ]
+        assert all(r["generated_tokens"] == 24 or r["stop_reason"] == "eos"
+                   for r in records[name])  # fmt: skip

@@ -29,6 +29,7 @@ from etspec.contract import (
 from etspec.export.export_target import TargetExportOptions, build_target, target_metadata
 from etspec.export.lowering import lower
 from etspec.models.methods import target_methods
+from etspec.runtime.masks import MaskLayout
 from etspec.runtime.prefill import prefill_target
 from etspec.runtime.program import PteProgram
 
@@ -123,7 +124,8 @@ def verify_random_tree(prog, layout: str, seed: int, prompt_len: int) -> Verifie
     base = prompt_len if layout == "position-overwrite" else meta.max_context
     slots = torch.arange(base, base + k)
     mask = tree_mask(parents, prompt_len, slots, meta.cache_size)
-    logits, hidden = prog.run(TARGET_VERIFY, tokens, prompt_len + depth, slots, mask)
+    band = MaskLayout.of(meta).band(prompt_len, mask.shape[-1])  # sliding layers' slots
+    logits, hidden = prog.run(TARGET_VERIFY, tokens, prompt_len + depth, slots, mask, *band)
     return VerifiedTree(prompt, parents, tokens, depth, slots, logits, hidden)
 
 
@@ -133,7 +135,6 @@ def test_a_narrow_mask_attends_what_the_full_mask_shows(artifacts, mode: str) ->
     slots it needs (plus scratch) gives the logits of the same decode under a full-width
     mask, for every width in between, so a call's cost can follow its context."""
     from etspec.models.layers import causal_mask, column_slots
-    from etspec.runtime.masks import MaskLayout
 
     case = artifacts.target(NAMES[0])
     prog = target_program(case, mode)

@@ -84,18 +84,18 @@ def measure_costs(
             times.append(time.perf_counter() - t0)
         return statistics.median(times)
 
-    def scratch_inputs(width: int, m_ctx: int, cache: int) -> tuple[torch.Tensor, ...]:
+    def scratch_inputs(width: int, layout: MaskLayout) -> tuple[torch.Tensor, ...]:
         rows = torch.arange(width)
-        slots = m_ctx + rows
-        layout = MaskLayout(m_ctx, cache)
-        columns = layout.width(min(context, m_ctx))
+        slots = layout.max_context + rows
+        columns = layout.width(min(context, layout.max_context))
         mask = torch.full((width, columns), MASK_MIN)
         mask[rows, layout.column_of(slots, columns)] = 0.0
-        return rows % 2, rows, slots, mask
+        return rows % 2, rows, slots, mask, *layout.band(0, columns)
 
+    target_layout = MaskLayout.of(meta)
     costs = StepCosts(
         {
-            w: timed(meta.verify_method(w), *scratch_inputs(w, meta.max_context, meta.cache_size))
+            w: timed(meta.verify_method(w), *scratch_inputs(w, target_layout))
             for w in meta.verify_widths
         }
     )
@@ -117,7 +117,8 @@ def measure_costs(
     if draft is not None:
         dm = draft.metadata
         assert isinstance(dm, DraftMetadata)
-        tok, pos, slots, mask = scratch_inputs(dm.step_width, dm.max_context, dm.cache_size)
+        draft_layout = MaskLayout(dm.max_context, dm.cache_size)  # no sliding layers
+        tok, pos, slots, mask = scratch_inputs(dm.step_width, draft_layout)
         costs.step_width = dm.step_width
         costs.draft_step_s = timed(
             DRAFT_STEP, tok, torch.zeros(dm.step_width, dm.hidden_size), pos, slots, mask
@@ -126,7 +127,7 @@ def measure_costs(
         # most steps accept a few tokens, so the narrowest extend is the typical cost.
         width = dm.target_hidden_size * len(dm.hidden_state_layers)
         for e in reversed(dm.extend_widths):  # the narrowest last: its time is kept
-            tok, pos, slots, mask = scratch_inputs(e, dm.max_context, dm.cache_size)
+            tok, pos, slots, mask = scratch_inputs(e, draft_layout)
             costs.draft_extend_s = timed(
                 dm.extend_method(e), tok, torch.zeros(e, width), pos, slots, mask
             )

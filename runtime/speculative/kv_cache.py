@@ -71,19 +71,18 @@ class SpecKVCacheManager:
         self.max_context = meta.max_context
         self.cache_size = meta.cache_size
         self._rows = torch.arange(meta.verify_width)
-        self._layout = MaskLayout(meta.max_context, meta.cache_size)
+        self._layout = MaskLayout.of(meta)
         self._slots = torch.empty(0, dtype=torch.long)
         # Reference mode checks the invariant after every step against the live cache.
         tensors = getattr(program, "cache_tensors", None)
         self._cache = tensors() if (reference and tensors is not None) else []
         self._snapshot: list[torch.Tensor] = []
 
-    def verify_inputs(
-        self, tree: DraftTree
-    ) -> tuple[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    def verify_inputs(self, tree: DraftTree) -> tuple[str, tuple[torch.Tensor, ...]]:
         """The verify method for ``tree`` and its ``(tokens[K], positions[K], slots[K],
-        mask[K, W])``. Tree rows (padding included) come first; the rows after them, and
-        the tree's own padding, see only their own slot: finite, and seen by no real row."""
+        mask[K, W][, band])`` (``MaskLayout.band``). Tree rows (padding included) come
+        first; the rows after them, and the tree's own padding, see only their own slot:
+        finite, and seen by no real row."""
         m1, c = tree.capacity + 1, self.committed
         if self._cache:
             self._snapshot = [t[:, :c].clone() for t in self._cache]
@@ -93,7 +92,9 @@ class SpecKVCacheManager:
             # directly, so the commit that follows has nothing to move.
             self._slots = c + self._rows
             position = torch.tensor([c])
-            return TARGET_DECODE, (tree.tokens[:1], position, self._layout.causal(position))
+            mask = self._layout.causal(position)
+            band = self._layout.band(c, mask.shape[-1])
+            return TARGET_DECODE, (tree.tokens[:1], position, mask, *band)
         k = self.meta.verify_width_for(m1)
         in_place = self.strategy == "position-overwrite"
         base = c if in_place else self.max_context
@@ -114,7 +115,8 @@ class SpecKVCacheManager:
         mask[alone, cols[alone]] = 0.0
         # Commit copies the full widest window; the slots past this verify's are unused.
         self._slots = base + self._rows
-        return self.meta.verify_method(k), (tokens, positions, slots, mask)
+        band = self._layout.band(c, width)
+        return self.meta.verify_method(k), (tokens, positions, slots, mask, *band)
 
     def commit(self, nodes: list[int]) -> int:
         """Commit the accepted tree rows ``nodes`` (root first); returns commit calls made."""

@@ -182,6 +182,16 @@ std::vector<float> MaskLayout::causal(const std::vector<int64_t>& positions,
   return mask;
 }
 
+std::vector<int64_t> MaskLayout::band(int64_t lowest, int64_t width) const {
+  if (window <= 0) return {};
+  const int64_t g = contract::kMaskGranule, n = committed(width);
+  const int64_t lo = std::max<int64_t>(0, lowest - window + 1) / g * g;
+  const int64_t start = std::max<int64_t>(0, std::min(lo, n - 2));
+  std::vector<int64_t> slots = iota(start, n - start);
+  for (int64_t s = max_context; s < cache_size; ++s) slots.push_back(s);
+  return slots;
+}
+
 std::vector<int64_t> iota(int64_t start, int64_t n) {
   std::vector<int64_t> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = start + i;

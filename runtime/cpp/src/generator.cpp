@@ -17,6 +17,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// An attending target method: `inputs` (the mask last), then the band when the target has
+// sliding layers (MaskLayout::band). `inputs` own the tensors the values point at.
+std::vector<Tensor> run_attending(Program& target, const std::string& method,
+                                  std::vector<executorch::extension::TensorPtr> inputs,
+                                  std::vector<int64_t>& band) {
+  if (!band.empty()) inputs.push_back(longs(band));
+  return target.run(method, std::vector<EValue>(inputs.begin(), inputs.end()));
+}
+
 }  // namespace
 
 // Stop rules of runtime/runner.py::_Sink: budget, EOS (kept), streaming.
@@ -194,7 +203,7 @@ Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOption
 
   // Chunked prefill (runtime/prefill.py): pad rows take the positions after the real ones.
   const int64_t chunk = meta_.prefill_chunk;
-  const MaskLayout layout{meta_.max_context, meta_.cache_size};
+  const MaskLayout layout{meta_.max_context, meta_.cache_size, meta_.sliding_window};
   Tensor hidden;
   std::vector<float> logits;
   {
@@ -205,8 +214,11 @@ Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOption
       std::copy_n(prompt.begin() + lo, real, ids.begin());
       int64_t width = 0;
       std::vector<float> mask = layout.causal(positions, width);
-      auto out = target_.run(contract::kTARGET_PREFILL, {longs(ids), longs(positions), longs(last),
-                                                         floats(mask, chunk, width)});
+      std::vector<int64_t> band = layout.band(lo, width);
+      auto out = run_attending(target_, contract::kTARGET_PREFILL,
+                               {longs(ids), longs(positions), longs(last),
+                                floats(mask, chunk, width)},
+                               band);
       logits = out[0].data;
       if (hidden.sizes.empty()) hidden.sizes = {0, out[1].cols()};
       hidden.data.insert(hidden.data.end(), out[1].data.begin(),
@@ -234,8 +246,9 @@ Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOption
           StageTimer timer(stats, "decode");
           int64_t width = 0;
           std::vector<float> mask = layout.causal(pos, width);
-          out = target_.run(contract::kTARGET_DECODE,
-                            {longs(tok), longs(pos), floats(mask, 1, width)});
+          std::vector<int64_t> band = layout.band(position, width);
+          out = run_attending(target_, contract::kTARGET_DECODE,
+                              {longs(tok), longs(pos), floats(mask, 1, width)}, band);
         }
         ++stats.decode_calls;
         token = sampler.pick(out[0].data.data(), meta_.vocab_size);
@@ -257,7 +270,7 @@ Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOption
 void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& options,
                        Sampler& sampler, Stats& stats, Sink& sink) {
   const int64_t v = meta_.vocab_size, ctx = meta_.max_context;
-  const MaskLayout layout{meta_.max_context, meta_.cache_size};
+  const MaskLayout layout{meta_.max_context, meta_.cache_size, meta_.sliding_window};
   const bool overwrite = options.kv_strategy == "position-overwrite";
   const Shape& shape = *options.shape;
   while (sink.remaining() > 0) {
@@ -325,10 +338,14 @@ void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& o
       if (alone) {
         std::vector<int64_t> tok{root}, pos{c};
         std::vector<float> causal = layout.causal(pos, s);
-        out = target_.run(contract::kTARGET_DECODE, {longs(tok), longs(pos), floats(causal, 1, s)});
+        std::vector<int64_t> band = layout.band(c, s);
+        out = run_attending(target_, contract::kTARGET_DECODE,
+                            {longs(tok), longs(pos), floats(causal, 1, s)}, band);
       } else {
-        out = target_.run(meta_.verify_method(k),
-                          {longs(tokens), longs(positions), longs(slots), floats(mask, k, s)});
+        std::vector<int64_t> band = layout.band(c, s);
+        out = run_attending(target_, meta_.verify_method(k),
+                            {longs(tokens), longs(positions), longs(slots), floats(mask, k, s)},
+                            band);
       }
     }
     const Tensor& logits = out[0];
