@@ -522,13 +522,14 @@ def manifest(settings: dict[str, Any]) -> dict[str, Any]:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "processor": platform.processor() or platform.machine(),
-        "cpu_count": _cpu_count(),
+        "cpu_count": cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "settings": settings,
     }
 
 
-def _cpu_count() -> int:
+def cpu_count() -> int:
+    """The cores this process may run on (its affinity), not the machine's count."""
     import os
 
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0

@@ -26,6 +26,7 @@ from typing import Any
 from etspec.contract import TargetMetadata
 from etspec.errors import EtspecError
 from etspec.logs import quiet
+from etspec.runtime.bench import cpu_count as cores
 from etspec.runtime.runner import GenerationResult, TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
 from etspec.runtime.stats import GenerationStats, peak_rss_bytes
@@ -34,11 +35,6 @@ TARGET_ONLY = "llama.cpp target-only"
 # llama.cpp's lookup examples draft up to 7-10 tokens from 2-grams; the issue's table used 7.
 LOOKUP_TOKENS = 7
 LOOKUP = f"llama.cpp lookup{LOOKUP_TOKENS}"
-
-
-def cores() -> int:
-    """The cores this process may run on (its affinity), what llama.cpp's threads get."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def check_idle(load: float | None = None, n_cores: int | None = None) -> float:
