@@ -13,6 +13,7 @@ ROOTS = {
     "etspec.models": "models",
     "etspec.export": "export",
     "etspec.runtime": "runtime",
+    "etspec.tools": "tools",
 }
 
 

@@ -133,31 +133,7 @@ class OpenedArtifact:
         return data.numpy().tobytes()
 
 
-def loaded_memory(path: str | Path, weight_cache: bool | None = None) -> dict[str, int]:
-    """Resident bytes each step of loading ``path`` adds: the program, then every method in
-    turn (without XNNPACK's weight cache each method packs its own copy of the weights, so
-    this is what the method set costs). Loads a fresh copy of the program; run it in a
-    process of its own for numbers that are not shared with programs loaded before."""
-    from etspec.runtime.stats import current_rss_bytes
-    from etspec.runtime.xnnpack import default_weight_cache, set_weight_cache
-
-    check_artifact(path)
-    out: dict[str, int] = {}
-    with logs.quiet(native=True):
-        runtime = _runtime()
-        set_weight_cache(default_weight_cache() if weight_cache is None else weight_cache)
-        before = current_rss_bytes()
-        program = runtime.load_program(Path(path))
-        out["program"] = current_rss_bytes() - before
-        methods = []
-        for name in sorted(program.method_names):
-            before = current_rss_bytes()
-            methods.append(program.load_method(name))  # kept alive: released ones free memory
-            out[name] = current_rss_bytes() - before
-    return out
-
-
-def _runtime() -> Any:
+def executorch_runtime() -> Any:
     """ExecuTorch's runtime. Its first import warns about optional CUDA kernels, and its
     thread pool probes the CPU and logs that when first used: both happen here, inside
     ``logs.quiet``, instead of in the middle of a user's first generation."""
@@ -196,7 +172,7 @@ def _run_constant(program: Any, name: str) -> list[Any]:
 def open_artifact(path: str | Path, expect: str | None = None) -> OpenedArtifact:
     """Load a ``.pte`` and read its metadata; ``expect`` is "target" or "draft" when known."""
     p = check_artifact(path)
-    runtime = _runtime()
+    runtime = executorch_runtime()
     try:
         # The loader logs its diagnostics on stderr itself; ours is the one-line error.
         with logs.quiet(native=True):

@@ -52,7 +52,6 @@ def verify_method_name(width: int, widest: int) -> str:
 # A drafter exported into the target program (it reads the target's caches): one drafting
 # call, ``(tokens[W], states[W, Hb], position[1]) -> (logits[W, V], states_out[W, Hb])``.
 ASSISTANT_STEP = "assistant_step"
-ASSISTANT_METHODS = ("gemma4_assistant",)
 
 # Method names of an EAGLE-3 draft program.
 DRAFT_PREFILL = "draft_prefill"
@@ -73,9 +72,6 @@ def extend_method_name(width: int, widest: int) -> str:
 TOKENIZER_JSON = "tokenizer_json"
 
 KV_STRATEGIES = ("position-overwrite", "scratch-commit")
-# gemma4-assistant: the drafter lives in the target .pte (export target --assistant); in
-# reference mode --draft names the assistant checkpoint folder.
-DRAFT_METHOD_CHOICES = ("eagle3", "prompt-lookup", "gemma4-assistant")
 HIDDEN_POINTS = ("layer_input", "final_norm")
 BACKENDS = ("xnnpack", "portable")
 # Export recipes (``--dtype``, models/quantize.py: which weights at which width).
@@ -192,8 +188,6 @@ OPTION_ALIASES: dict[str, tuple[tuple[str, str], ...]] = {
     "--temperature": (("--temp", "llama.cpp `--temp`"),),
     "--prompt-file": (("--file", "llama.cpp `--file`"),),
 }
-# Draft method names of other runtimes: alias -> ours.
-DRAFT_METHOD_ALIASES = {"ngram": "prompt-lookup"}
 
 
 def alias_names(option: str) -> tuple[str, ...]:
@@ -314,7 +308,7 @@ class TargetMetadata(_Metadata):
     dtype: str
     backend: str
     tokenizer_sha256: str
-    assistant: str  # a drafter inside this program (``ASSISTANT_METHODS``), or ""
+    assistant: str  # a drafter inside this program ("gemma4_assistant"), or ""
     assistant_step_width: int  # rows of ``assistant_step``; 0 without an assistant
 
     @property

@@ -6,9 +6,7 @@ import contextlib
 import functools
 import hashlib
 import logging
-import os
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -19,6 +17,7 @@ from etspec import logs
 from etspec.artifact import seal, trailer
 from etspec.contract import BACKENDS, DTYPES
 from etspec.errors import ExportError, OutputExistsError
+from etspec.files import write_atomically
 from etspec.models.methods import Methods
 
 log = logging.getLogger(__name__)
@@ -304,27 +303,6 @@ def _explicit_dequantize_dtype(gm: torch.fx.GraphModule) -> None:
             changed = True
     if changed:
         gm.recompile()
-
-
-def write_atomically(path: Path, data: bytes | Callable[[BinaryIO], None]) -> None:
-    """Write ``data`` (bytes, or a function writing into the open file) via a temp file in
-    the same folder, so a failure never leaves a partial file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if callable(data):
-                data(f)
-            else:
-                f.write(data)
-        # mkstemp creates 0600; give the artifact the mode a plain open() would.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def as_uint8(data: bytes) -> torch.Tensor:

@@ -202,10 +202,6 @@ def _families() -> dict[str, Callable[..., TargetModel]]:
 _REFUSED_BY_FAMILY = {"gemma3": "gemma3_text", "gemma4": "gemma4_text"}
 
 
-def supported_model_types() -> tuple[str, ...]:
-    return tuple(_families())
-
-
 def target_family(config: dict[str, Any]) -> Callable[..., TargetModel]:
     """The loader of a checkpoint's ``model_type``; a one-line error naming the supported."""
     model_type = config.get("model_type")

@@ -10,7 +10,7 @@ are the two implementations; the runner never branches on which one it holds.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -75,6 +75,11 @@ class TokenGenerator(Protocol):
         """The programs this generator runs besides the target (e.g. the draft's)."""
         ...
 
+    def describe(self) -> dict[str, Any]:
+        """What this generator is, for reports: its class, tree candidates, KV strategy
+        and what its tree policy measured."""
+        ...
+
 
 class TextTokenGenerator:
     """Target-only decoding: one ``target_decode`` call per token."""
@@ -90,6 +95,9 @@ class TextTokenGenerator:
 
     def programs(self) -> tuple[Program, ...]:
         return ()
+
+    def describe(self) -> dict[str, Any]:
+        return {"generator": type(self).__name__, "tree": None, "kv_strategy": None}
 
     def generate(self, ctx: GenerationContext, sink: TokenSink) -> None:
         token, position = ctx.first_token, len(ctx.prompt)

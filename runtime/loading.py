@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from etspec.contract import DRAFT_METHOD_CHOICES
 from etspec.errors import EtspecError
 from etspec.runtime.program import Program, PteProgram, load_pair
 from etspec.runtime.runner import TextLLMRunner
-from etspec.runtime.speculative.dispatcher import StepCosts, TreeSettings, measure_costs
-from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
+from etspec.runtime.speculative.costs import StepCosts, measure_costs
+from etspec.runtime.speculative.draft_method import DraftMethod
+from etspec.runtime.speculative.registry import DEFAULT_DRAFT_METHOD, DRAFT_METHODS, draft_method
+from etspec.runtime.speculative.settings import TreeSettings
 from etspec.runtime.speculative.shapes import TreePolicy
 
 
@@ -20,7 +21,7 @@ from etspec.runtime.speculative.shapes import TreePolicy
 class RunnerSpec:
     target: Path
     draft: Path | None = None
-    draft_method: str = "eagle3"
+    draft_method: str = DEFAULT_DRAFT_METHOD  # a name in speculative/registry.py
     tree: TreeSettings = field(default_factory=TreeSettings)
     kv_strategy: str = "position-overwrite"
     # The EAGLE-3 draft attends to this many latest positions only (an ablation); None: all.
@@ -39,13 +40,19 @@ class RunnerSpec:
     dtype: str = "fp32"  # reference mode: the weight recipe (models/quantize.py)
 
     @property
+    def method(self) -> DraftMethod:
+        return draft_method(self.draft_method)
+
+    @property
     def speculative(self) -> bool:
-        return self.draft is not None or self.draft_method != "eagle3"
+        return self.method.speculates(self)
 
 
 def load_programs(spec: RunnerSpec) -> tuple[Program, Program | None]:
-    """The target program and, for an EAGLE-3 draft, the draft program of ``spec``."""
-    needs_draft_file = spec.draft_method == "eagle3" and spec.draft is not None
+    """The target program and, for a method with a draft program of its own (EAGLE-3), the
+    draft program of ``spec``."""
+    method = spec.method
+    needs_draft_file = method.draft_program and spec.draft is not None
     if spec.reference:
         from etspec.runtime.eager import eager_draft, eager_target
 
@@ -55,9 +62,9 @@ def load_programs(spec: RunnerSpec) -> tuple[Program, Program | None]:
             prefill_chunk=spec.prefill_chunk,
             verify_width=max(spec.verify_widths),
             narrow_verify_widths=spec.verify_widths,
-            assistant=spec.draft if spec.draft_method == "gemma4-assistant" else None,
             device=spec.device,
             dtype=spec.dtype,
+            **(method.eager_target_options(spec) if spec.speculative else {}),
         )
         d = eager_draft(spec.draft, t, device=spec.device) if needs_draft_file else None
         return t, d
@@ -71,28 +78,21 @@ def load_programs(spec: RunnerSpec) -> tuple[Program, Program | None]:
     return PteProgram.load(spec.target, expect="target", weight_cache=spec.weight_cache), None
 
 
+# RunnerSpec fields a method must claim (``DraftMethod.options``), with their flags.
+_METHOD_OPTIONS = {"ngram": "--min-ngram/--max-ngram", "draft_window": "--draft-window"}
+
+
 def _check_method(spec: RunnerSpec) -> None:
-    if spec.draft_method not in DRAFT_METHOD_CHOICES:
-        raise EtspecError(
-            f"unknown draft method {spec.draft_method!r}; choose {', '.join(DRAFT_METHOD_CHOICES)}"
-        )
-    if spec.draft_method == "prompt-lookup" and spec.draft is not None:
-        raise EtspecError("--draft-method prompt-lookup uses no draft file; drop --draft")
-    if spec.draft_method == "gemma4-assistant" and not spec.reference and spec.draft is not None:
-        raise EtspecError(
-            "--draft-method gemma4-assistant drafts with the assistant inside the target .pte "
-            "(etspec export target --assistant); drop --draft"
-        )
-    if spec.draft_method == "gemma4-assistant" and spec.reference and spec.draft is None:
-        raise EtspecError(
-            "--draft-method gemma4-assistant with --reference needs --draft ASSISTANT_DIR"
-        )
-    if spec.ngram != (None, None) and spec.draft_method != "prompt-lookup":
-        raise EtspecError(
-            "--min-ngram/--max-ngram size prompt lookup; add --draft-method prompt-lookup"
-        )
-    if spec.draft_window is not None and (spec.draft_method != "eagle3" or spec.draft is None):
-        raise EtspecError("--draft-window truncates an EAGLE-3 draft's attention; give --draft")
+    method = spec.method
+    method.check(spec)
+    defaults = RunnerSpec(spec.target)
+    for name, flag in _METHOD_OPTIONS.items():
+        if getattr(spec, name) != getattr(defaults, name) and name not in method.options:
+            owner = next(m.name for m in DRAFT_METHODS.values() if name in m.options)
+            raise EtspecError(
+                f"{flag} applies to --draft-method {owner}; add --draft-method {owner} or "
+                f"drop {flag}"
+            )
 
 
 def load_runners(spec: RunnerSpec) -> tuple[TextLLMRunner, TextLLMRunner | None]:
@@ -114,27 +114,12 @@ def speculative_runner(
     """A speculative runner over ``base``'s target program (loaded once, shared)."""
     from etspec.runtime.speculative.generator import SpeculativeTokenGenerator
 
-    target = base.target
     meta = base.meta
-    runner: SpeculativeDraftRunner
-    if spec.draft_method == "gemma4-assistant":
-        from etspec.runtime.speculative.gemma4_assistant import Gemma4AssistantDraftRunner
-
-        runner = Gemma4AssistantDraftRunner(target)
-    elif draft is not None:
-        from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
-
-        runner = Eagle3DraftRunner(draft, spec.draft_window)
-    else:
-        from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner
-
-        lo, hi = spec.ngram
-        runner = PromptLookupDraftRunner(
-            meta.vocab_size, max_ngram=hi or max(3, lo or 1), min_ngram=lo or 1
-        )
+    target = base.target
+    runner = spec.method.runner(spec, target, draft)
 
     def calibrate() -> StepCosts:
-        return measure_costs(target, draft)
+        return measure_costs(target, runner)
 
     policy = (
         tree.policy(meta, runner.branching, calibrate) if isinstance(tree, TreeSettings) else tree
@@ -152,7 +137,7 @@ def load_systems(
     shape, all over one loaded pair; with ``draft_windows``, the first tree again per window
     W as ``"<tree> wW"``, its draft attending to the last W positions only."""
     _check_method(spec)
-    if draft_windows and (spec.draft_method != "eagle3" or spec.draft is None):
+    if draft_windows and ("draft_window" not in spec.method.options or spec.draft is None):
         raise EtspecError("draft windows truncate an EAGLE-3 draft's attention; give --draft")
     target, draft = load_programs(spec)
     base = TextLLMRunner(target, reference=spec.reference)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,140 +19,19 @@ from etspec.errors import EtspecError
 from etspec.runtime.generator import GenerationContext, TextTokenGenerator, TokenGenerator
 from etspec.runtime.prefill import prefill_target
 from etspec.runtime.program import Program
+from etspec.runtime.results import (
+    GenerationConfig,
+    GenerationError,
+    GenerationResult,
+    TokenCallback,
+    resolve_max_new_tokens,
+)
 from etspec.runtime.sampling import LogitsProcessor, Sampler, SamplingConfig
+from etspec.runtime.sink import StreamingSink, with_text_callback
 from etspec.runtime.stats import GenerationStats, peak_rss_bytes
 from etspec.runtime.tokenizer import StreamDecoder, Tokenizer
 
-#: Streaming callback: receives each batch of new token ids and the text they complete.
-TokenCallback = Callable[[list[int], str], None]
-
-
-@dataclass
-class GenerationConfig:
-    """ExecuTorch's ``GenerationConfig``, field for field, so code written against its
-    ``TextLLMRunner`` (``runner.generate(prompt, config, token_callback, stats_callback)``)
-    runs here unchanged; an ExecuTorch ``GenerationConfig`` object is accepted as well.
-
-    ``max_new_tokens`` and ``seq_len`` (prompt + new tokens) of -1 mean "what the context
-    holds"; ``echo`` streams the prompt's text to ``token_callback`` first; ``warming`` marks
-    a warm-up run, whose text is not streamed. The defaults are ExecuTorch's (it samples at
-    temperature 0.8); etspec's own ``SamplingConfig`` defaults to greedy. ``num_bos`` and
-    ``num_eos`` must stay 0: the prompt gets the special tokens its ``tokenizer.json``
-    declares.
-    """
-
-    echo: bool = True
-    max_new_tokens: int = -1
-    warming: bool = False
-    seq_len: int = -1
-    temperature: float = 0.8
-    num_bos: int = 0
-    num_eos: int = 0
-
-    def resolve_max_new_tokens(self, max_context_len: int, num_tokens_occupied: int) -> int:
-        """New tokens to generate after ``num_tokens_occupied`` prompt tokens (ExecuTorch's
-        rule: the tightest of max_new_tokens, seq_len and the context)."""
-        return _resolve_max_new_tokens(self, max_context_len, num_tokens_occupied)
-
-
-def _resolve_max_new_tokens(config: Any, max_context_len: int, occupied: int) -> int:
-    limit = max_context_len if config.seq_len == -1 else min(config.seq_len, max_context_len)
-    room = limit - occupied
-    if config.max_new_tokens != -1:
-        room = min(room, config.max_new_tokens)
-    return max(0, room)
-
-
-class GenerationError(EtspecError):
-    """A generation request the runner cannot serve (bad prompt, budget, batch)."""
-
-
-@dataclass
-class GenerationResult:
-    token_ids: list[int]  # the new tokens (EOS included when it ended generation)
-    text: str
-    stop_reason: str  # "eos" | "max_new_tokens" | "callback" | "stop" (runner.stop())
-    stats: GenerationStats
-    logits: torch.Tensor | None = None  # [n, V] raw target logits per token, when recorded
-    prompt_ids: list[int] = field(default_factory=list)
-    # Tokens the final step offered and kept: offered > 1 means the stop fell in a window.
-    last_offered: int = 0
-    last_emission: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "token_ids": self.token_ids,
-            "text": self.text,
-            "stop_reason": self.stop_reason,
-            "stats": self.stats.to_dict(),
-        }
-
-
-class _Sink:
-    """Applies stop rules to what a generator emits and streams it to the callback."""
-
-    def __init__(
-        self,
-        prompt: list[int],
-        max_new_tokens: int,
-        eos: set[int],
-        decoder: StreamDecoder | None,
-        callback: TokenCallback | None,
-        record_logits: bool,
-        stop: threading.Event,
-    ) -> None:
-        self.history = list(prompt)
-        self.new: list[int] = []
-        self.max_new = max_new_tokens
-        self.eos = eos
-        self.decoder = decoder
-        self.callback = callback
-        self.record = record_logits
-        self.stop = stop
-        self.logits: list[torch.Tensor] = []
-        self.stop_reason = ""
-        self.last_emission = 0  # tokens kept from the final emission
-        self.last_offered = 0  # tokens the generator offered in it
-
-    @property
-    def remaining(self) -> int:
-        return 0 if self.stop_reason else self.max_new - len(self.new)
-
-    def emit(self, tokens: list[int], logits: torch.Tensor) -> bool:
-        take = tokens[: self.remaining]
-        for i, t in enumerate(take):
-            if t in self.eos:
-                take = take[: i + 1]
-                self.stop_reason = "eos"
-                break
-        self.last_emission, self.last_offered = len(take), len(tokens)
-        self.new.extend(take)
-        self.history.extend(take)
-        if self.record:
-            self.logits.append(logits[: len(take)].clone())
-        if self.callback is not None:
-            piece = self.decoder.push(take) if self.decoder else ""
-            if self.callback(take, piece) is False:
-                self.stop_reason = self.stop_reason or "callback"
-        if self.stop.is_set():
-            self.stop_reason = self.stop_reason or "stop"
-        if not self.stop_reason and len(self.new) >= self.max_new:
-            self.stop_reason = "max_new_tokens"
-        return not self.stop_reason
-
-
-def _with_text_callback(
-    callback: TokenCallback | None, text_callback: Callable[[str], None]
-) -> TokenCallback:
-    """``callback`` (if any) and then ``text_callback`` with each non-empty text piece."""
-
-    def both(ids: list[int], text: str) -> bool | None:
-        keep = callback(ids, text) if callback is not None else None
-        if text:
-            text_callback(text)
-        return keep
-
-    return both
+__all__ = ["GenerationConfig", "GenerationError", "GenerationResult", "TextLLMRunner"]
 
 
 class TextLLMRunner:
@@ -202,7 +80,7 @@ class TextLLMRunner:
         ``RunnerSpec``/``TreeSettings`` take every option.
         """
         from etspec.runtime.loading import RunnerSpec, load_runners
-        from etspec.runtime.speculative.dispatcher import TreeSettings
+        from etspec.runtime.speculative.settings import TreeSettings
 
         if num_speculative_tokens is not None:
             num_spec_tokens = num_speculative_tokens
@@ -287,7 +165,7 @@ class TextLLMRunner:
                 ignore_eos, record_logits, trace,
             )  # fmt: skip
         if token_callback is not None:
-            callback = _with_text_callback(callback, token_callback)
+            callback = with_text_callback(callback, token_callback)
         result = self._locked_generate(
             prompt,
             128 if max_new_tokens is None else max_new_tokens,
@@ -321,7 +199,7 @@ class TextLLMRunner:
                 "the target's tokenizer.json declares"
             )
         ids = self.encode(prompt)
-        budget = _resolve_max_new_tokens(config, self.meta.max_context, len(ids))
+        budget = resolve_max_new_tokens(config, self.meta.max_context, len(ids))
         if budget < 1:
             raise GenerationError(
                 f"GenerationConfig leaves no room for new tokens after a {len(ids)}-token "
@@ -332,7 +210,7 @@ class TextLLMRunner:
         if streamed is not None and getattr(config, "echo", False) and isinstance(prompt, str):
             streamed(prompt)
         if streamed is not None:
-            callback = _with_text_callback(callback, streamed)
+            callback = with_text_callback(callback, streamed)
         sampling = SamplingConfig(temperature=float(config.temperature))
         result = self._locked_generate(
             ids, budget, sampling, processors, callback, ignore_eos, record_logits, trace
@@ -423,7 +301,7 @@ class TextLLMRunner:
         stats = GenerationStats(prompt_tokens=len(ids))
         eos = set() if ignore_eos else set(self.meta.eos_token_ids)
         decoder = StreamDecoder(self.tokenizer) if self.tokenizer else None
-        sink = _Sink(ids, max_new_tokens, eos, decoder, callback, record_logits, self._stop)
+        sink = StreamingSink(ids, max_new_tokens, eos, decoder, callback, record_logits, self._stop)
         t0 = time.perf_counter()
         # The target's caches are not zeroed per request (PteProgram.load zeroes them once):
         # a request writes every slot it attends before reading it and masks the rest, and
@@ -459,6 +337,11 @@ class TextLLMRunner:
             last_offered=sink.last_offered,
             last_emission=sink.last_emission,
         )
+
+    def describe(self) -> dict[str, Any]:
+        """What this runner is, for reports: its generator (``TokenGenerator.describe``)
+        and the target artifact's metadata."""
+        return {**self.generator.describe(), "target": self.meta.constant_methods()}
 
     def reset(self) -> None:
         """Clear every cache: the target's and the generator's."""

@@ -32,7 +32,7 @@ from typing import Any
 
 import click
 
-from etspec.runtime.prompt_sets import SETS, long_document
+from etspec.tools.prompts import SETS, long_document
 
 # Copy-heavy prompts (the answer quotes the prompt) and open-ended ones: `etspec bench
 # --prompts copy|open|long` uses the same sets.

@@ -29,9 +29,9 @@ CACHE = ROOT / ".etspec-cache"
 
 
 def _measure(target: Path, draft: Path, prompts: int, budget: int, cache: bool) -> dict[str, Any]:
-    from etspec.runtime.bench import humaneval_prompts
     from etspec.runtime.loading import RunnerSpec, load_runners
-    from etspec.runtime.speculative.dispatcher import TreeSettings
+    from etspec.runtime.speculative.settings import TreeSettings
+    from etspec.tools.prompts import humaneval_prompts
 
     texts = [p.text for p in humaneval_prompts()[:prompts]]
     spec = RunnerSpec(target, draft, tree=TreeSettings("chain", 3), weight_cache=cache)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from etspec.runtime.bench import humaneval_prompts
+from etspec.tools.prompts import humaneval_prompts
 
 # A line starting at column 0; the completion's first line continues the prompt's last one.
 BOUNDARY = re.compile(r"\n(def|class|async def)\s")

@@ -6,7 +6,7 @@ The README's recipe table sets each etspec recipe beside the file a llama.cpp us
 (Gemma 3 270M's Q4_K_M). The reference (the fp32 ``.pte``) writes the same greedy
 continuations ``etspec quality`` uses; llama.cpp (``pip install llama-cpp-python``) is fed
 those token ids directly (no second tokenization) and scored position by position, as
-``runtime/quality.py`` scores an artifact; the held-out perplexity and copy test likewise.
+``tools/quality.py`` scores an artifact; the held-out perplexity and copy test likewise.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ def _scores(llm: Any, ids: list[int], start: int) -> tuple[list[int], list[float
 def main(reference: Path, gguf: Path, threads: int, new_tokens: int, json_out: Path | None) -> None:
     from llama_cpp import Llama
 
-    from etspec.runtime import quality
     from etspec.runtime.loading import RunnerSpec, load_runners
+    from etspec.tools import quality
 
     ref = load_runners(RunnerSpec(reference))[0]
     llm = Llama(model_path=str(gguf), n_ctx=2048, n_threads=threads, n_threads_batch=threads,

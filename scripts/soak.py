@@ -24,12 +24,12 @@ from typing import Any
 import click
 from tqdm import tqdm
 
-from etspec.runtime.bench import load_prompts
 from etspec.runtime.loading import RunnerSpec, load_programs, speculative_runner
 from etspec.runtime.runner import GenerationResult, TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
-from etspec.runtime.speculative.dispatcher import TreeSettings
+from etspec.runtime.speculative.settings import TreeSettings
 from etspec.runtime.stats import current_rss_bytes, peak_rss_bytes
+from etspec.tools.prompts import load_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
 # (name, tree setting, KV strategy, sampling temperature); None: target-only.

@@ -252,7 +252,7 @@ class Truth:
 def check_greedy_equivalence(label: str, base, spec, prompts, budgets, truth=None):  # type: ignore[no-untyped-def]
     """Greedy speculative == target-only per prompt (ties allowed, as ``validate`` does);
     odd prompts run past EOS so budgets are reached too. Returns (output, comparison) pairs."""
-    from etspec.runtime.validate import compare
+    from etspec.tools.validate import compare
 
     results = []
     for i, (prompt, budget) in enumerate(zip(prompts, budgets, strict=True)):

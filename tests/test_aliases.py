@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from etspec.cli import main
-from etspec.contract import DRAFT_METHOD_ALIASES, OPTION_ALIASES
+from etspec.contract import OPTION_ALIASES
+from etspec.runtime.speculative.registry import aliases as draft_method_aliases
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "3,1,4,1,5,9,2,6"
@@ -89,7 +90,7 @@ def test_vllm_ngram_names_for_prompt_lookup(artifacts) -> None:  # type: ignore[
     ours = _generate(*base, "--draft-method", "prompt-lookup", "--max-ngram", "2")
     theirs = _generate(*base, "--draft-method", "ngram", "--prompt-lookup-max", "2",
                        "--prompt-lookup-min", "1")  # fmt: skip
-    assert DRAFT_METHOD_ALIASES["ngram"] == "prompt-lookup"
+    assert draft_method_aliases()["ngram"] == "prompt-lookup"
     assert ours["token_ids"] == theirs["token_ids"]
     assert ours["stats"]["verify_calls"] == theirs["stats"]["verify_calls"]
     res = CliRunner().invoke(main, ["generate", *base, "--prompt-lookup-max", "2"])

@@ -15,13 +15,8 @@ from hypothesis import strategies as st
 from etspec.artifact import open_artifact
 from etspec.cli import main
 from etspec.errors import EtspecError
-from etspec.runtime.bench import (
-    BASELINE,
-    humaneval_prompts,
-    jsonl_prompts,
-    percentile,
-    summarize,
-)
+from etspec.tools.bench import BASELINE, percentile, summarize
+from etspec.tools.prompts import humaneval_prompts, jsonl_prompts
 
 
 @given(
@@ -140,6 +135,12 @@ def test_jsonl_prompts_and_errors(tmp_path: Path) -> None:
         jsonl_prompts(f)
     f.write_bytes(b"\xff\xfe\n")
     with pytest.raises(EtspecError, match="not UTF-8"):
+        jsonl_prompts(f)
+    # One reader for bench and validate: token ids too, integers only, one line of error.
+    f.write_text('{"prompt_ids": [5, 6]}\n')
+    assert [(p.id, p.turns) for p in jsonl_prompts(f)] == [("0", ((5, 6),))]
+    f.write_text('{"prompt_ids": [5, "x"]}\n')
+    with pytest.raises(EtspecError, match=r"p\.jsonl:1: 'prompt_ids' must be a non-empty list"):
         jsonl_prompts(f)
 
 
@@ -359,9 +360,9 @@ def test_cli_bench_failure_writes_a_reproducing_dump(  # type: ignore[no-untyped
 
 
 def test_failure_dump_locates_the_divergence(artifacts) -> None:  # type: ignore[no-untyped-def]
-    from etspec.runtime.bench import Prompt, failure_dump
     from etspec.runtime.runner import TextLLMRunner
     from etspec.runtime.sampling import SamplingConfig
+    from etspec.tools.bench import Prompt, failure_dump
 
     runner = TextLLMRunner.from_pte(artifacts.target("mistral_tied").pte)
     dump = failure_dump(
@@ -381,7 +382,7 @@ def test_failure_dump_locates_the_divergence(artifacts) -> None:  # type: ignore
 
 
 def test_shards_merge_back_in_prompt_order() -> None:
-    from etspec.runtime.bench import Prompt, merge_shards, shard
+    from etspec.tools.bench import Prompt, merge_shards, shard
 
     prompts = [Prompt(f"p{i}", "x") for i in range(11)]
     for world in (1, 2, 3, 5):
@@ -438,7 +439,7 @@ def test_torchrun_two_ranks_merge_to_the_single_process_result(  # type: ignore[
 
 
 def test_plot_metrics_from_a_report() -> None:
-    from etspec.runtime.plot import speedup_points, stage_ms_per_call
+    from etspec.tools.plot import speedup_points, stage_ms_per_call
 
     report = {
         "records": {
@@ -520,8 +521,8 @@ def test_cli_bench_runs_the_eager_reference_beside_the_pte(  # type: ignore[no-u
 
 
 def test_sweeps_name_dynamic_trees_that_fit_and_plot_by_parameter() -> None:
-    from etspec.runtime.bench import sweep_trees, sweep_value
-    from etspec.runtime.plot import sweep_points
+    from etspec.tools.bench import sweep_trees, sweep_value
+    from etspec.tools.plot import sweep_points
 
     assert sweep_trees("nodes", 16) == [f"dynamic-d3k4t{t}" for t in (4, 6, 8, 12, 16)]
     assert sweep_trees("depth", 8)[:2] == ["dynamic-d1k4t8", "dynamic-d2k4t8"]
@@ -542,8 +543,8 @@ def test_sweeps_name_dynamic_trees_that_fit_and_plot_by_parameter() -> None:
 def test_conversation_turns_continue_the_conversation(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """MT-Bench turns: turn N is the earlier turns plus target-only's answers, one record
     per turn, in turn order after a torchrun-style merge."""
-    from etspec.runtime.bench import TURN_SEPARATOR, Prompt, merge_shards
     from etspec.runtime.runner import TextLLMRunner
+    from etspec.tools.bench import TURN_SEPARATOR, Prompt, merge_shards
 
     case = artifacts.target("mistral_tied")
     prompts = tmp_path / "mt.jsonl"
@@ -607,11 +608,11 @@ def test_transformers_peers_run_beside_the_pte(artifacts, tmp_path: Path) -> Non
 
 def test_draft_windows_name_systems_and_need_a_draft(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from etspec.runtime.loading import RunnerSpec, load_systems
-    from etspec.runtime.speculative.dispatcher import shape_by_name
+    from etspec.runtime.speculative.settings import parse_shape
 
     pair = artifacts.draft()
     spec = RunnerSpec(pair.target.pte, pair.pte)
-    trees = {"chain3": shape_by_name("chain3"), "N7": shape_by_name("N7")}
+    trees = {"chain3": parse_shape("chain3"), "N7": parse_shape("N7")}
     _, systems = load_systems(spec, trees, (4, 16))
     assert list(systems) == ["chain3", "N7", "chain3 w4", "chain3 w16"]
     assert [systems[n].generator.draft.window for n in systems] == [None, None, 4, 16]
@@ -628,7 +629,7 @@ def test_draft_windows_name_systems_and_need_a_draft(artifacts, tmp_path: Path) 
 
 
 def test_window_plot_rows_follow_table_3() -> None:
-    from etspec.runtime.plot import WINDOW_PLOT, render_report, window_points
+    from etspec.tools.plot import WINDOW_PLOT, render_report, window_points
 
     base = [_record(p, [1], 100.0, 1.0) for p in "ab"]
 
@@ -652,8 +653,8 @@ def test_window_plot_rows_follow_table_3() -> None:
 
 
 def test_builtin_prompt_sets_are_fixed_and_the_long_one_is_long(artifacts) -> None:  # type: ignore[no-untyped-def]
-    from etspec.runtime.bench import load_prompts
     from etspec.runtime.loading import RunnerSpec, load_runners
+    from etspec.tools.prompts import load_prompts
 
     copy, open_ = load_prompts("copy"), load_prompts("open", 2)
     assert [p.id for p in copy] == [f"copy/{i}" for i in range(6)] and len(open_) == 2
@@ -670,7 +671,7 @@ def test_builtin_prompt_sets_are_fixed_and_the_long_one_is_long(artifacts) -> No
 def test_peers_are_held_to_their_own_baseline() -> None:
     """A llama.cpp lookup output is compared with llama.cpp's own target-only output; that
     one (another quantization) is compared with nothing; speedups stay against etspec's."""
-    from etspec.runtime.llama_cpp_peer import BASELINES, LOOKUP, TARGET_ONLY
+    from etspec.tools.peers.llama_cpp import BASELINES, LOOKUP, TARGET_ONLY
 
     records = {
         BASELINE: [_record("a", [1, 2, 3], 100.0, 1.0)],
@@ -703,9 +704,9 @@ class _ScriptedLlama:
 
 
 def test_llama_cpp_peer_stops_like_etspec_and_resets_per_request(artifacts) -> None:  # type: ignore[no-untyped-def]
-    from etspec.runtime.llama_cpp_peer import LlamaCppPeer
     from etspec.runtime.loading import RunnerSpec, load_runners
     from etspec.runtime.sampling import SamplingConfig
+    from etspec.tools.peers.llama_cpp import LlamaCppPeer
 
     base, _ = load_runners(RunnerSpec(artifacts.target("mistral_tied").pte))
     eos = base.meta.eos_token_ids[0]
@@ -728,7 +729,7 @@ def test_llama_cpp_peer_stops_like_etspec_and_resets_per_request(artifacts) -> N
 def test_llama_cpp_refusals_are_one_line(artifacts, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import sys
 
-    from etspec.runtime import llama_cpp_peer
+    from etspec.tools.peers import llama_cpp as llama_cpp_peer
 
     with pytest.raises(EtspecError, match=r"load average 2\.5 on 2 cores: llama\.cpp's busy"):
         llama_cpp_peer.check_idle(2.5, 2)

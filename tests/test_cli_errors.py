@@ -138,25 +138,25 @@ def test_failed_export_leaves_no_partial_file(artifacts, tmp_path: Path, monkeyp
 
 
 def test_interrupted_write_leaves_no_partial_file(tmp_path: Path, monkeypatch) -> None:
-    from etspec.export import lowering
+    from etspec import files
 
     def broken_replace(src, dst):  # type: ignore[no-untyped-def]
         raise OSError("disk full")
 
-    monkeypatch.setattr(lowering.os, "replace", broken_replace)
+    monkeypatch.setattr(files.os, "replace", broken_replace)
     with pytest.raises(OSError):
-        lowering.write_atomically(tmp_path / "x.pte", b"data")
+        files.write_atomically(tmp_path / "x.pte", b"data")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_written_artifact_gets_the_usual_file_mode(tmp_path: Path) -> None:
     import os
 
-    from etspec.export import lowering
+    from etspec import files
 
     old = os.umask(0o022)
     try:
-        lowering.write_atomically(tmp_path / "x.pte", b"data")
+        files.write_atomically(tmp_path / "x.pte", b"data")
     finally:
         os.umask(old)
     assert (tmp_path / "x.pte").stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600

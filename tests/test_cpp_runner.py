@@ -23,7 +23,7 @@ from test_sampling import (  # noqa: F401 (exact_marginals is a fixture)
 
 from etspec.errors import EtspecError
 from etspec.runtime.loading import RunnerSpec, load_runners
-from etspec.runtime.speculative.dispatcher import TreeSettings
+from etspec.runtime.speculative.settings import TreeSettings
 
 
 def _run(binary: Path, *args: str) -> subprocess.CompletedProcess[str]:

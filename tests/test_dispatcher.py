@@ -9,15 +9,10 @@ from collections.abc import Callable
 import pytest
 
 from etspec.errors import EtspecError
-from etspec.runtime.speculative.dispatcher import (
-    AutoTree,
-    DepthAcceptance,
-    StepCosts,
-    TreeSettings,
-    auto_candidates,
-    shape_by_name,
-)
+from etspec.runtime.speculative.costs import StepCosts
+from etspec.runtime.speculative.dispatcher import AutoTree, DepthAcceptance
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
+from etspec.runtime.speculative.settings import TreeSettings, auto_candidates, parse_shape
 from etspec.runtime.speculative.shapes import ChainShape, StepOutcome
 from etspec.runtime.speculative.static_tree import StaticTree
 
@@ -168,7 +163,7 @@ def test_auto_candidates_follow_the_artifact() -> None:
     assert [s.name for s in auto_candidates(meta, branching=False)] == chains
     # Every candidate can be run as a fixed shape by its reported name (bench --trees).
     for shape in auto_candidates(meta, True):
-        again = shape_by_name(shape.name)
+        again = parse_shape(shape.name)
         assert again.name == shape.name and again.cost == shape.cost
     assert TreeSettings("dynamic").policy(meta, True).name == "dynamic-d3k4t16"  # type: ignore[attr-defined]
     assert TreeSettings("static", static_tree="D2xBF2").policy(meta, True).name == "D2xBF2"  # type: ignore[attr-defined]

@@ -117,9 +117,11 @@ def test_greedy_speculation_equals_target_only(pair: Pair, mode: str, shape: str
 def test_auto_tree_times_the_assistant(pair: Pair) -> None:
     """``--tree auto`` counts assistant_step in its cost model and stays exact."""
     from etspec.runtime.loading import RunnerSpec, load_runners
-    from etspec.runtime.speculative.dispatcher import TreeSettings, measure_costs
+    from etspec.runtime.speculative.costs import measure_costs
+    from etspec.runtime.speculative.settings import TreeSettings
 
-    costs = measure_costs(pair.program("pte"))
+    target = pair.program("pte")
+    costs = measure_costs(target, Gemma4AssistantDraftRunner(target))
     assert costs.step_width == 4 and costs.draft_step_s > 0 and costs.draft_extend_s > 0
     spec = RunnerSpec(pair.pte, None, "gemma4-assistant", tree=TreeSettings("auto"))
     base, auto = load_runners(spec)

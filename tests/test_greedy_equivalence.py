@@ -20,7 +20,7 @@ from helpers import (
 
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner
-from etspec.runtime.validate import compare
+from etspec.tools.validate import compare
 
 PROMPTS = random_prompts(20, vocab=16, longest=20)
 # Budgets vary so max_new_tokens also falls inside windows.

@@ -15,7 +15,7 @@ from tiny import make_hf_target
 
 from etspec.export.export_target import TargetExportOptions, export_target
 from etspec.runtime.loading import RunnerSpec, load_runners
-from etspec.runtime.speculative.dispatcher import TreeSettings
+from etspec.runtime.speculative.settings import TreeSettings
 
 
 def _ids(spec: RunnerSpec, prompts: list[list[int]]) -> list[list[int]]:

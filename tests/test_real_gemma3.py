@@ -30,8 +30,8 @@ import torch
 
 from etspec.contract import DEPLOYMENT_DTYPE
 from etspec.runtime.loading import RunnerSpec, load_runners
-from etspec.runtime.quality import Scores, teacher_forced
-from etspec.runtime.speculative.dispatcher import TreeSettings
+from etspec.runtime.speculative.settings import TreeSettings
+from etspec.tools.quality import Scores, teacher_forced
 
 pytestmark = pytest.mark.real
 
@@ -281,7 +281,7 @@ def test_bench_runs_llama_cpp_beside_the_default_artifact(
     from click.testing import CliRunner
 
     from etspec.cli import main
-    from etspec.runtime.llama_cpp_peer import LOOKUP, TARGET_ONLY, cores
+    from etspec.tools.peers.llama_cpp import LOOKUP, TARGET_ONLY, cores
 
     if os.getloadavg()[0] > cores():
         pytest.skip("busy machine: --llama-cpp refuses it")

@@ -28,7 +28,7 @@ from etspec.export.export_target import TargetExportOptions, export_target
 from etspec.runtime.loading import RunnerSpec, load_runners
 from etspec.runtime.runner import GenerationError, TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
-from etspec.runtime.speculative.dispatcher import TreeSettings
+from etspec.runtime.speculative.settings import TreeSettings
 
 PROMPT = [3, 1, 4, 1, 5, 9, 2, 6, 5]
 CONTEXT = 64  # the small pair's max_context

@@ -20,7 +20,7 @@ from etspec.runtime.sampling import Sampler, SamplingConfig
 from etspec.runtime.speculative.dynamic_tree import DynamicTree, rerank
 from etspec.runtime.speculative.shapes import ChainShape
 from etspec.runtime.speculative.static_tree import StaticTree
-from etspec.runtime.speculative.tree import DraftTree, TreeBatch, TreeError
+from etspec.runtime.speculative.tree import DraftTree, TreeError
 from etspec.runtime.speculative.verifier import Verifier
 
 GREEDY = Sampler(SamplingConfig())
@@ -86,23 +86,6 @@ def test_any_tree_satisfies_the_invariants(tree_spec, extra: int) -> None:  # ty
     assert torch.equal(padded.mask[: m + 1, : m + 1], tree.mask)
     assert not padded.mask[m + 1 :].any() and not padded.mask[:, m + 1 :].any()
     assert int(padded.ancestor_table.max()) <= m + extra
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(bfs_trees(max_nodes=20), min_size=1, max_size=5))
-def test_padded_batches_keep_every_tree(specs) -> None:  # type: ignore[no-untyped-def]
-    trees = [DraftTree.build(1, t, p) for t, p in specs]
-    batch = TreeBatch.stack(trees)
-    batch.check(vocab_size=100)
-    cap = max(t.capacity for t in trees)
-    assert batch.tokens.shape == (len(trees), cap + 1)
-    for b, tree in enumerate(trees):
-        row = batch.tree(b)
-        assert row.size == tree.size
-        n = tree.capacity + 1
-        assert torch.equal(row.mask[:n, :n], tree.mask)
-        assert torch.equal(row.tokens[:n], tree.tokens)
-        assert not row.valid[n:].any()
 
 
 @pytest.mark.parametrize(

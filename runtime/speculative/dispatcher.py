@@ -17,121 +17,17 @@ shape that emits the most tokens per second on this artifact and this machine:
 from __future__ import annotations
 
 import math
-import re
 import statistics
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import torch
-
-from etspec.contract import (
-    ASSISTANT_STEP,
-    DRAFT_STEP,
-    MASK_MIN,
-    TARGET_COMMIT,
-    DraftMetadata,
-    TargetMetadata,
-)
 from etspec.errors import EtspecError
-from etspec.runtime.masks import MaskLayout
-from etspec.runtime.program import Program
-from etspec.runtime.speculative.dynamic_tree import DynamicTree
+from etspec.runtime.speculative.costs import StepCosts
 from etspec.runtime.speculative.shapes import ChainShape, StepOutcome, TreePolicy, TreeShape
-from etspec.runtime.speculative.static_tree import StaticTree
 
-TREE_MODES = ("chain", "static", "dynamic", "auto")
 # Weight, in steps, of the cost model's step time against measured ones (AutoTree).
 TIME_PRIOR_STEPS = 4
-# Acceptance decays with depth: past 7 a longer chain only costs more (EAGLE's default depth).
-MAX_AUTO_CHAIN = 7
-
-
-@dataclass
-class StepCosts:
-    """Measured seconds per call of the methods one speculative step runs."""
-
-    verify_s: dict[int, float]  # per compiled verify width
-    draft_step_s: float = 0.0
-    draft_extend_s: float = 0.0
-    step_width: int = 1
-
-    def predict(self, shape: TreeShape, widths: tuple[int, ...]) -> float:
-        cost = shape.cost
-        width = next(w for w in widths if w >= cost.max_nodes + 1)
-        calls = max(cost.levels, math.ceil(cost.fed_nodes / max(self.step_width, 1)))
-        return self.verify_s[width] + calls * self.draft_step_s + self.draft_extend_s
-
-
-def measure_costs(
-    target: Program, draft: Program | None = None, repeats: int = 5, context: int = 256
-) -> StepCosts:
-    """Median wall time of each verify width, draft step and draft extend, run on scratch
-    slots only (nothing committed is touched), with masks as wide as a ``context``-token
-    context needs (a call's cost grows with the context it attends)."""
-    meta = target.metadata
-    assert isinstance(meta, TargetMetadata)
-
-    def timed(method: str, *inputs: torch.Tensor) -> float:
-        target_or_draft = draft if method.startswith("draft") else target
-        assert target_or_draft is not None
-        target_or_draft.run(method, *inputs)  # warm-up
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            target_or_draft.run(method, *inputs)
-            times.append(time.perf_counter() - t0)
-        return statistics.median(times)
-
-    def scratch_inputs(width: int, layout: MaskLayout) -> tuple[torch.Tensor, ...]:
-        rows = torch.arange(width)
-        slots = layout.max_context + rows
-        columns = layout.width(min(context, layout.max_context))
-        mask = torch.full((width, columns), MASK_MIN)
-        mask[rows, layout.column_of(slots, columns)] = 0.0
-        return rows % 2, rows, slots, mask, *layout.band(0, columns)
-
-    target_layout = MaskLayout.of(meta)
-    costs = StepCosts(
-        {
-            w: timed(meta.verify_method(w), *scratch_inputs(w, target_layout))
-            for w in meta.verify_widths
-        }
-    )
-    # Load the commit too (copying scratch slots onto themselves): a tree's first commit
-    # must not pay the method load inside a timed step.
-    scratch = meta.max_context + torch.arange(meta.verify_width)
-    target.run(TARGET_COMMIT, scratch, scratch)
-    if meta.assistant:
-        # A drafter inside the target: one call per level, plus the proposal's root call
-        # (it stands where an EAGLE-3 draft's extend does).
-        w = meta.assistant_step_width
-        costs.step_width = w
-        costs.draft_step_s = costs.draft_extend_s = timed(
-            ASSISTANT_STEP,
-            torch.zeros(w, dtype=torch.long),
-            torch.zeros(w, meta.hidden_size),
-            torch.tensor([1]),
-        )
-    if draft is not None:
-        dm = draft.metadata
-        assert isinstance(dm, DraftMetadata)
-        draft_layout = MaskLayout(dm.max_context, dm.cache_size)  # no sliding layers
-        tok, pos, slots, mask = scratch_inputs(dm.step_width, draft_layout)
-        costs.step_width = dm.step_width
-        costs.draft_step_s = timed(
-            DRAFT_STEP, tok, torch.zeros(dm.step_width, dm.hidden_size), pos, slots, mask
-        )
-        # Every width runs once here, so no method is first loaded inside a timed step;
-        # most steps accept a few tokens, so the narrowest extend is the typical cost.
-        width = dm.target_hidden_size * len(dm.hidden_state_layers)
-        for e in reversed(dm.extend_widths):  # the narrowest last: its time is kept
-            tok, pos, slots, mask = scratch_inputs(e, draft_layout)
-            costs.draft_extend_s = timed(
-                dm.extend_method(e), tok, torch.zeros(e, width), pos, slots, mask
-            )
-    return costs
 
 
 @dataclass
@@ -334,78 +230,3 @@ class AutoTree(TreePolicy):
                 "predicted_step_s": self.costs.predict(s, self.widths) if self.costs else 0.0,
             }
         return out
-
-
-def shape_by_name(name: str) -> TreeShape:
-    """A fixed shape from the name stats and ``AutoTree.report()`` give it: ``chain3``,
-    ``dynamic-d3k4t16``, or a static tree (``N7``, ``D3xBF2``)."""
-    chain = re.fullmatch(r"chain(\d+)", name)
-    if chain:
-        return ChainShape(int(chain.group(1)))
-    dynamic = re.fullmatch(r"dynamic-d(\d+)k(\d+)t(\d+)", name)
-    if dynamic:
-        depth, topk, total = (int(g) for g in dynamic.groups())
-        return DynamicTree(depth=depth, topk=topk, total_tokens=total)
-    return StaticTree.parse(name)
-
-
-def default_dynamic(width: int, topk: int = 4) -> DynamicTree:
-    """A dynamic tree filling a verify width: deeper for wider budgets (depth 2..5)."""
-    depth = min(5, max(2, width.bit_length() - 2))
-    return DynamicTree(depth=depth, topk=topk, total_tokens=width)
-
-
-def auto_candidates(target: TargetMetadata, branching: bool) -> list[TreeShape]:
-    """Chains of every length from 2 to ``MAX_AUTO_CHAIN`` that fit and, for drafts that
-    can branch, static and dynamic trees filling each width."""
-    shapes: dict[str, TreeShape] = {}
-    # Every chain length is cheap to consider: they pool their acceptance (DepthAcceptance).
-    longest = min(target.verify_width - 1, MAX_AUTO_CHAIN)
-    for n in range(min(2, longest), longest + 1):
-        if n >= 1:
-            shapes[f"chain{n}"] = ChainShape(n)
-    for w in target.verify_widths:
-        if branching and w >= 4:
-            static = StaticTree.pruned(w - 1)
-            shapes.setdefault(static.name, static)
-        if branching and w >= 8:
-            dynamic = default_dynamic(w)
-            shapes.setdefault(dynamic.name, dynamic)
-    return list(shapes.values())
-
-
-@dataclass(frozen=True)
-class TreeSettings:
-    """User-facing tree options (``--tree`` and friends), resolved per artifact."""
-
-    mode: str = "auto"
-    num_spec_tokens: int = 3  # chain length
-    static_tree: str | None = None  # D3xBF2 / N8 / JSON choices (default: N fills K - 1)
-    depth: int | None = None  # dynamic: expansion passes (EAGLE repo); default from K
-    topk: int | None = None
-    total_tokens: int | None = None  # dynamic: nodes incl. the root; default K
-
-    def policy(
-        self,
-        target: TargetMetadata,
-        branching: bool,
-        calibrate: Callable[[], StepCosts] | None = None,
-    ) -> TreePolicy:
-        if self.mode not in TREE_MODES:
-            raise EtspecError(
-                f"unknown --tree {self.mode!r}; choose one of {', '.join(TREE_MODES)}"
-            )
-        if self.mode == "chain":
-            return ChainShape(self.num_spec_tokens)
-        if self.mode == "static":
-            if self.static_tree is None:
-                return StaticTree.pruned(max(1, min(target.verify_width - 1, 15)))
-            return StaticTree.parse(self.static_tree)
-        if self.mode == "dynamic":
-            base = default_dynamic(target.verify_width)
-            return DynamicTree(
-                depth=base.depth if self.depth is None else self.depth,
-                topk=base.topk if self.topk is None else self.topk,
-                total_tokens=base.total_tokens if self.total_tokens is None else self.total_tokens,
-            )
-        return AutoTree(auto_candidates(target, branching), target.verify_widths, calibrate)

@@ -19,7 +19,19 @@ from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
 
 if TYPE_CHECKING:
+    from etspec.runtime.speculative.costs import CostProbe
     from etspec.runtime.speculative.shapes import TreeShape
+
+
+@dataclass(frozen=True)
+class DraftCosts:
+    """Seconds of one draft call per tree level (``step_s``, ``step_width`` rows each) and
+    of the per-step call that starts a proposal (``extend_s``); zero for a drafter that
+    calls no model."""
+
+    step_width: int = 1
+    step_s: float = 0.0
+    extend_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -100,3 +112,7 @@ class SpeculativeDraftRunner(ABC):
     def programs(self) -> tuple[Program, ...]:
         """The programs this runner calls (their locks are held while a runner generates)."""
         return ()
+
+    def step_costs(self, probe: CostProbe) -> DraftCosts:
+        """Its calls' wall times, timed by ``probe`` (the dispatcher's cost model)."""
+        return DraftCosts()

@@ -16,6 +16,7 @@ target and its verification are untouched, so output stays exact; only acceptanc
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -32,8 +33,18 @@ from etspec.errors import EtspecError
 from etspec.runtime.masks import MaskLayout
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
-from etspec.runtime.speculative.draft_runner import Acceptance, Proposal, SpeculativeDraftRunner
+from etspec.runtime.speculative.draft_method import DraftMethod
+from etspec.runtime.speculative.draft_runner import (
+    Acceptance,
+    DraftCosts,
+    Proposal,
+    SpeculativeDraftRunner,
+)
 from etspec.runtime.speculative.shapes import TreeShape
+
+if TYPE_CHECKING:
+    from etspec.runtime.loading import RunnerSpec
+    from etspec.runtime.speculative.costs import CostProbe
 
 
 class Eagle3DraftRunner(SpeculativeDraftRunner):
@@ -76,6 +87,25 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
             "draft_weights_bytes": self.program.weights_bytes(),
             "draft_kv_bytes": self.meta.kv_cache_bytes,
         }
+
+    def step_costs(self, probe: CostProbe) -> DraftCosts:
+        dm = self.meta
+        layout = MaskLayout(dm.max_context, dm.cache_size)  # no sliding layers
+        tok, pos, slots, mask = probe.scratch_inputs(dm.step_width, layout)
+        step_s = probe.timed(
+            self.program, DRAFT_STEP, tok, torch.zeros(dm.step_width, dm.hidden_size), pos,
+            slots, mask,
+        )  # fmt: skip
+        # Every width runs once here, so no method is first loaded inside a timed step;
+        # most steps accept a few tokens, so the narrowest extend is the typical cost.
+        width = dm.target_hidden_size * len(dm.hidden_state_layers)
+        extend_s = 0.0
+        for e in reversed(dm.extend_widths):  # the narrowest last: its time is kept
+            tok, pos, slots, mask = probe.scratch_inputs(e, layout)
+            extend_s = probe.timed(
+                self.program, dm.extend_method(e), tok, torch.zeros(e, width), pos, slots, mask
+            )
+        return DraftCosts(dm.step_width, step_s, extend_s)
 
     def reset(self) -> None:
         self.program.run(DRAFT_RESET)
@@ -241,3 +271,28 @@ class _Expansion:
             self._fed += n
             out.append(logits[:n])
         return out[0] if len(out) == 1 else torch.cat(out)
+
+
+class Eagle3Method(DraftMethod):
+    """An EAGLE-3 draft program of its own (``--draft``), fed the target's hidden states."""
+
+    name = "eagle3"
+    help = "an EAGLE-3 draft (--draft)"
+    draft_program = True
+    options = frozenset({"draft_window"})
+
+    def speculates(self, spec: RunnerSpec) -> bool:
+        return spec.draft is not None
+
+    def check(self, spec: RunnerSpec) -> None:
+        if spec.draft_window is not None and spec.draft is None:
+            raise EtspecError("--draft-window truncates an EAGLE-3 draft's attention; give --draft")
+
+    def runner(
+        self, spec: RunnerSpec, target: Program, draft: Program | None
+    ) -> SpeculativeDraftRunner:
+        assert draft is not None
+        return Eagle3DraftRunner(draft, spec.draft_window)
+
+    def cpp_args(self, spec: RunnerSpec) -> list[str] | None:
+        return ["--draft", str(spec.draft)]

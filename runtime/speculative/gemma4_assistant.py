@@ -12,6 +12,7 @@ tree level is one call of independent rows (padded to the compiled step width).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -19,8 +20,18 @@ from etspec.contract import ASSISTANT_STEP, HiddenStateSpec, TargetMetadata
 from etspec.errors import EtspecError
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
-from etspec.runtime.speculative.draft_runner import Acceptance, Proposal, SpeculativeDraftRunner
+from etspec.runtime.speculative.draft_method import DraftMethod
+from etspec.runtime.speculative.draft_runner import (
+    Acceptance,
+    DraftCosts,
+    Proposal,
+    SpeculativeDraftRunner,
+)
 from etspec.runtime.speculative.shapes import TreeShape
+
+if TYPE_CHECKING:
+    from etspec.runtime.loading import RunnerSpec
+    from etspec.runtime.speculative.costs import CostProbe
 
 
 class Gemma4AssistantDraftRunner(SpeculativeDraftRunner):
@@ -49,6 +60,19 @@ class Gemma4AssistantDraftRunner(SpeculativeDraftRunner):
 
     def memory(self) -> dict[str, int]:
         return {"draft_kv_bytes": 0}
+
+    def step_costs(self, probe: CostProbe) -> DraftCosts:
+        # One call per level, plus the proposal's root call (it stands where an EAGLE-3
+        # draft's extend does).
+        w, meta = self.width, self.meta
+        seconds = probe.timed(
+            self.program,
+            ASSISTANT_STEP,
+            torch.zeros(w, dtype=torch.long),
+            torch.zeros(w, meta.hidden_size),
+            torch.tensor([1]),
+        )
+        return DraftCosts(w, seconds, seconds)
 
     def prefill(self, prompt: list[int], first_token: int, hidden: torch.Tensor | None) -> int:
         assert hidden is not None
@@ -105,3 +129,36 @@ class _AssistantExpansion:
         self.calls += -(-len(tokens) // self.runner.width)
         self._states.extend(out)
         return logits
+
+
+class Gemma4AssistantMethod(DraftMethod):
+    """The Gemma 4 assistant exported into the target (``export target --assistant``); in
+    reference mode ``--draft`` is the assistant's checkpoint folder."""
+
+    name = "gemma4-assistant"
+    help = (
+        "the Gemma 4 assistant exported into the target (with --reference, --draft is the "
+        "assistant's checkpoint folder)"
+    )
+
+    def check(self, spec: RunnerSpec) -> None:
+        if not spec.reference and spec.draft is not None:
+            raise EtspecError(
+                "--draft-method gemma4-assistant drafts with the assistant inside the target "
+                ".pte (etspec export target --assistant); drop --draft"
+            )
+        if spec.reference and spec.draft is None:
+            raise EtspecError(
+                "--draft-method gemma4-assistant with --reference needs --draft ASSISTANT_DIR"
+            )
+
+    def eager_target_options(self, spec: RunnerSpec) -> dict[str, Any]:
+        return {"assistant": spec.draft}
+
+    def runner(
+        self, spec: RunnerSpec, target: Program, draft: Program | None
+    ) -> SpeculativeDraftRunner:
+        return Gemma4AssistantDraftRunner(target)
+
+    def cpp_args(self, spec: RunnerSpec) -> list[str] | None:
+        return ["--draft-method", self.name]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import torch
 
@@ -67,6 +68,15 @@ class SpeculativeTokenGenerator:
 
     def programs(self) -> tuple[Program, ...]:
         return self.draft.programs()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "generator": type(self).__name__,
+            "draft": type(self.draft).__name__,
+            "tree": [c.name for c in self.policy.candidates()],
+            "kv_strategy": self.kv_strategy,
+            "policy_report": self.policy.report(),
+        }
 
     def generate(self, ctx: GenerationContext, sink: TokenSink) -> None:
         stats, sampler, draft, policy = ctx.stats, ctx.sampler, self.draft, self.policy

@@ -7,12 +7,19 @@ no KV, which is the point: the speculative loop works unchanged over it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from etspec.errors import EtspecError
+from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
+from etspec.runtime.speculative.draft_method import DraftMethod
 from etspec.runtime.speculative.draft_runner import Acceptance, Proposal, SpeculativeDraftRunner
 from etspec.runtime.speculative.shapes import TreeShape
+
+if TYPE_CHECKING:
+    from etspec.runtime.loading import RunnerSpec
 
 
 class PromptLookupDraftRunner(SpeculativeDraftRunner):
@@ -55,3 +62,24 @@ class PromptLookupDraftRunner(SpeculativeDraftRunner):
         cost = shape.cost
         tokens = self._lookup(min(cost.max_height, cost.max_nodes, max_height))
         return Proposal.chain(tokens)
+
+
+class PromptLookupMethod(DraftMethod):
+    """Drafts by n-gram lookup in the prompt and output so far: no draft file, no model."""
+
+    name = "prompt-lookup"
+    help = "n-gram lookup in the text so far (vLLM's ngram), no --draft"
+    aliases = ("ngram",)
+    options = frozenset({"ngram"})
+
+    def check(self, spec: RunnerSpec) -> None:
+        if spec.draft is not None:
+            raise EtspecError("--draft-method prompt-lookup uses no draft file; drop --draft")
+
+    def runner(
+        self, spec: RunnerSpec, target: Program, draft: Program | None
+    ) -> SpeculativeDraftRunner:
+        lo, hi = spec.ngram
+        return PromptLookupDraftRunner(
+            target.metadata.vocab_size, max_ngram=hi or max(3, lo or 1), min_ngram=lo or 1
+        )

@@ -82,6 +82,10 @@ class TreePolicy(ABC):
     def observe(self, shape: TreeShape, step: StepOutcome) -> None:  # noqa: B027
         """Feedback after a step of ``shape``."""
 
+    def report(self) -> dict[str, dict[str, float]] | None:
+        """What the policy measured per candidate (``--tree auto``); None for a fixed one."""
+        return None
+
 
 class TreeShape(TreePolicy):
     """A fixed shape; as a policy it always picks itself."""

@@ -201,34 +201,3 @@ def _shape(parents: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
 
 def _fields(tree: DraftTree) -> tuple[torch.Tensor, ...]:
     return (tree.tokens, tree.parents, tree.depth, tree.valid, tree.ancestor_table, tree.mask)
-
-
-@dataclass(frozen=True)
-class TreeBatch:
-    """B trees padded to a common capacity and depth, stacked on a leading batch axis."""
-
-    tokens: torch.Tensor  # [B, C+1]
-    parents: torch.Tensor  # [B, C+1]
-    depth: torch.Tensor  # [B, C+1]
-    valid: torch.Tensor  # [B, C+1]
-    ancestor_table: torch.Tensor  # [B, Dmax+1, C+1]
-    mask: torch.Tensor  # [B, C+1, C+1]
-
-    @classmethod
-    def stack(cls, trees: Sequence[DraftTree]) -> TreeBatch:
-        if not trees:
-            raise TreeError("cannot batch zero trees")
-        cap = max(t.capacity for t in trees)
-        rows = max(t.max_depth for t in trees) + 1
-        padded = [t.padded(cap, rows) for t in trees]
-        return cls(*(torch.stack(f) for f in zip(*map(_fields, padded), strict=True)))
-
-    def tree(self, b: int) -> DraftTree:
-        return DraftTree(*(f[b] for f in _fields(self)))  # type: ignore[arg-type]
-
-    def check(self, vocab_size: int | None = None) -> None:
-        for b in range(self.tokens.shape[0]):
-            try:
-                self.tree(b).check(vocab_size)
-            except TreeError as e:
-                raise TreeError(f"batch row {b}: {e}") from None

@@ -8,7 +8,6 @@ decode are different kernels, so a near-tie may flip); ties are counted and repo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,32 +17,9 @@ import torch
 
 from etspec.errors import EtspecError
 from etspec.runtime.runner import TextLLMRunner
+from etspec.tools.prompts import jsonl_prompts
 
 TIE_GAP = 1e-4
-
-#: Built-in prompts for artifacts with a tokenizer (code and prose, short and long).
-TEXT_PROMPTS = [
-    "def fibonacci(n):",
-    "import os\nimport sys\n\n",
-    "class Stack:\n    def __init__(self):",
-    "def is_prime(n: int) -> bool:\n    ",
-    "for i in range(10):\n    print(",
-    '"""Utilities for parsing command line arguments."""\n',
-    "def quicksort(xs):\n    if len(xs) <= 1:\n        return xs\n",
-    "with open(path) as f:\n    for line in f:",
-    "The quick brown fox",
-    "Once upon a time,",
-    "try:\n    import json\nexcept ImportError:\n",
-    "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):",
-    "x = [i * i for i in range(",
-    "if __name__ == '__main__':\n",
-    "# Compute the greatest common divisor\ndef gcd(a, b):",
-    "async def fetch(url):\n",
-    "return {k: v for k, v in",
-    "@dataclass\nclass Point:\n    x: float\n",
-    "while True:\n    line = input()\n",
-    "def binary_search(arr, target):\n    lo, hi = 0, len(arr) - 1\n",
-]
 
 
 @dataclass
@@ -80,44 +56,12 @@ class ValidationReport:
         }
 
 
-def default_prompts(runner: TextLLMRunner, count: int = 20) -> list[str | list[int]]:
-    """Text prompts when the artifact has a tokenizer, else seeded random ids of many lengths
-    (some longer than a prefill chunk)."""
-    if runner.tokenizer is not None:
-        return list(TEXT_PROMPTS[:count])
-    meta = runner.meta
-    gen = torch.Generator().manual_seed(1234)
-    longest = max(2, min(3 * meta.prefill_chunk, meta.max_context // 2))
-    out: list[str | list[int]] = []
-    for i in range(count):
-        n = 1 + (i * 7) % longest
-        out.append(torch.randint(0, meta.vocab_size, (n,), generator=gen).tolist())
-    return out
-
-
 def read_prompts(path: str | Path) -> list[str | list[int]]:
-    """JSONL with ``prompt`` (text) or ``prompt_ids`` (list of ints) on each line."""
-    prompts: list[str | list[int]] = []
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise EtspecError(f"cannot read prompts file {path}: {e}") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            raise EtspecError(f"{path}:{n}: not valid JSON") from None
-        if isinstance(obj, dict) and isinstance(obj.get("prompt"), str):
-            prompts.append(obj["prompt"])
-        elif isinstance(obj, dict) and isinstance(obj.get("prompt_ids"), list):
-            prompts.append([int(t) for t in obj["prompt_ids"]])
-        else:
-            raise EtspecError(f"{path}:{n}: expected an object with 'prompt' or 'prompt_ids'")
-    if not prompts:
-        raise EtspecError(f"{path}: no prompts")
-    return prompts
+    """A prompts file (``tools/prompts.jsonl_prompts``) as single-turn prompts."""
+    prompts = jsonl_prompts(path)
+    if any(p.followups for p in prompts):
+        raise EtspecError(f"{path}: validate runs single prompts; drop the later 'turns'")
+    return [list(p.text) if isinstance(p.text, tuple) else p.text for p in prompts]
 
 
 def compare(

@@ -22,8 +22,8 @@ import re
 from typing import Any
 
 from etspec.errors import EtspecError
-from etspec.runtime.bench import BASELINE, SWEEPS, percentile, sweep_value
 from etspec.runtime.stats import STAGES
+from etspec.tools.bench import BASELINE, SWEEPS, percentile, sweep_value
 
 PLOTS = ("speedup_vs_accept.png", "accept_pos.png", "stages.png")
 SWEEP_PLOT = "sweep.png"

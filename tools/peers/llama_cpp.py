@@ -19,17 +19,16 @@ from __future__ import annotations
 import atexit
 import os
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from etspec.contract import TargetMetadata
 from etspec.errors import EtspecError
 from etspec.logs import quiet
-from etspec.runtime.bench import cpu_count as cores
 from etspec.runtime.runner import GenerationResult, TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
-from etspec.runtime.stats import GenerationStats, peak_rss_bytes
+from etspec.runtime.stats import GenerationStats
+from etspec.tools.bench import cpu_count as cores
+from etspec.tools.peers.base import OutsidePeer
 
 TARGET_ONLY = "llama.cpp target-only"
 # llama.cpp's lookup examples draft up to 7-10 tokens from 2-grams; the issue's table used 7.
@@ -72,40 +71,26 @@ def _close_null_files() -> None:
         f.close()
 
 
-class LlamaCppPeer:
+class LlamaCppPeer(OutsidePeer):
     """One llama.cpp context on ``gguf`` as a bench system (``run_systems``' surface:
     ``meta``, ``encode``, ``generate``). ``base`` is etspec's target-only runner of the same
     model: the peer takes its prompt ids, context and EOS ids, so every system sees the same
     tokens and stops alike."""
 
-    generator = None  # no etspec generator: failure dumps describe it by name only
-
     def __init__(self, llm: Any, base: TextLLMRunner, threads: int) -> None:
+        super().__init__(base)
         self.llm = llm
-        self.base = base
-        self.meta: TargetMetadata = base.meta
         self.threads = threads
-
-    def encode(self, prompt: str | Sequence[int]) -> list[int]:
-        return self.base.encode(prompt)
 
     def close(self) -> None:
         """Free the llama.cpp context now (left to interpreter exit, its teardown prints
         ResourceWarnings)."""
         self.llm.close()
 
-    def generate(
-        self,
-        prompt: str | Sequence[int],
-        max_new_tokens: int = 128,
-        sampling: SamplingConfig | None = None,
-        *,
-        trace: bool = False,
+    def run(
+        self, ids: list[int], max_new_tokens: int, sampling: SamplingConfig
     ) -> GenerationResult:
-        """One generation by llama.cpp from etspec's prompt ids (``trace`` is accepted for
-        the harness's sake: llama.cpp reports no speculative steps)."""
-        sampling = sampling or SamplingConfig()
-        ids = self.encode(prompt)
+        """One generation by llama.cpp."""
         room = self.meta.max_context - len(ids)
         if room < 1:
             raise EtspecError(
@@ -132,11 +117,7 @@ class LlamaCppPeer:
             if new[-1] in eos or len(new) >= min(max_new_tokens, room):
                 break
         stats.total_s = time.perf_counter() - t0
-        stats.generated_tokens = len(new)
-        stats.memory = {"peak_rss_bytes": peak_rss_bytes()}
-        stop = "eos" if new and new[-1] in eos else "max_new_tokens"
-        text = self.base.tokenizer.decode(new) if self.base.tokenizer is not None else ""
-        return GenerationResult(token_ids=new, text=text, stop_reason=stop, stats=stats)
+        return self.result(new, stats)
 
 
 def llama_cpp_peers(gguf: Path, base: TextLLMRunner, threads: int) -> dict[str, LlamaCppPeer]:

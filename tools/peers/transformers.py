@@ -15,17 +15,16 @@ same tokens. It makes no verify calls: TPC and stage columns stay empty for it.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from etspec.contract import TargetMetadata
 from etspec.errors import EtspecError
 from etspec.runtime.runner import GenerationResult, TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
-from etspec.runtime.stats import GenerationStats, peak_rss_bytes
+from etspec.runtime.stats import GenerationStats
+from etspec.tools.peers.base import OutsidePeer
 
 GREEDY = "transformers greedy"
 ASSISTED = "transformers assisted"
@@ -62,38 +61,23 @@ def _load(path: Path, what: str, vocab_size: int) -> Any:
     return model.eval()
 
 
-class TransformersPeer:
+class TransformersPeer(OutsidePeer):
     """``model.generate`` (greedy, sampled, or assisted by ``assistant``) as a bench system.
 
     ``base`` is the etspec target-only runner of the same target: the peer borrows its
     metadata (context, EOS) and tokenizer so prompts and stop rules match.
     """
 
-    generator = None  # no etspec generator: failure dumps describe it by name only
-
     def __init__(self, model: Any, base: TextLLMRunner, assistant: Any | None = None) -> None:
+        super().__init__(base)
         self.model = model
         self.assistant = assistant
-        self.base = base
-        self.meta: TargetMetadata = base.meta
-        self.tokenizer = base.tokenizer
         self._streamer = _first_token_streamer()
 
-    def encode(self, prompt: str | Sequence[int]) -> list[int]:
-        return self.base.encode(prompt)
-
-    def generate(
-        self,
-        prompt: str | Sequence[int],
-        max_new_tokens: int = 128,
-        sampling: SamplingConfig | None = None,
-        *,
-        trace: bool = False,
+    def run(
+        self, ids: list[int], max_new_tokens: int, sampling: SamplingConfig
     ) -> GenerationResult:
-        """One generation through ``transformers``; ``trace`` is accepted for the harness's
-        sake (a peer has no speculative steps to trace)."""
-        sampling = sampling or SamplingConfig()
-        ids = self.encode(prompt)
+        """One generation through ``transformers``."""
         eos = list(self.meta.eos_token_ids)
         kw: dict[str, Any] = {
             "max_new_tokens": max_new_tokens,
@@ -120,11 +104,7 @@ class TransformersPeer:
         stats.total_s = time.perf_counter() - t0
         new = out[0, len(ids) :].tolist()
         stats.ttft_s = (streamer.first_at or time.perf_counter()) - t0
-        stats.generated_tokens = len(new)
-        stats.memory = {"peak_rss_bytes": peak_rss_bytes()}
-        stop = "eos" if new and new[-1] in eos else "max_new_tokens"
-        text = self.tokenizer.decode(new) if self.tokenizer is not None else ""
-        return GenerationResult(token_ids=new, text=text, stop_reason=stop, stats=stats)
+        return self.result(new, stats)
 
 
 def _first_token_streamer() -> type:

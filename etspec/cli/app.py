@@ -1,0 +1,140 @@
+"""The ``etspec`` command group and what every command shares: one-line user errors,
+options with other runtimes' aliases, the export and memory options."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from etspec import logs
+from etspec.contract import DEPLOYMENT_DTYPE, DTYPES
+from etspec.errors import EtspecError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def user_errors(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except EtspecError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class AliasedOption(click.Option):
+    """An option that also answers to the names users bring from other runtimes
+    (``contract.OPTION_ALIASES``); help shows our name and lists the aliases after the text."""
+
+    def __init__(self, *args: Any, aliases: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.aliases = aliases
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        shown = [o for o in self.opts if o not in self.aliases]
+        opts, self.opts = self.opts, shown
+        try:
+            record = super().get_help_record(ctx)
+        finally:
+            self.opts = opts
+        if record is None or not self.aliases:
+            return record
+        return record[0], f"{record[1]}  [aliases: {', '.join(self.aliases)}]".lstrip()
+
+
+def option(*decls: str, **kwargs: Any) -> Callable[[F], F]:
+    """``click.option`` plus the aliases ``contract.OPTION_ALIASES`` lists for its name."""
+    from etspec.contract import alias_names
+
+    name = next(d for d in decls if d.startswith("--"))
+    aliases = alias_names(name)
+    flags = [d for d in decls if d.startswith("-")]
+    dest = [d for d in decls if not d.startswith("-")] or [name.lstrip("-").replace("-", "_")]
+    return click.option(*flags, *aliases, *dest, cls=AliasedOption, aliases=aliases, **kwargs)
+
+
+class OneLineErrors(click.Group):
+    """Usage errors (bad option values, unknown options) print one ``error:`` line with the
+    fix, like every other user error, instead of click's three-line usage block."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("standalone_mode", None)
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as e:
+            where = f"; see `{e.ctx.command_path} --help`" if e.ctx is not None else ""
+            click.echo(f"error: {e.format_message().rstrip('.')}{where}", err=True)
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            e.show()
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        if isinstance(rv, int) and rv:  # click.exceptions.Exit's code, returned
+            sys.exit(rv)
+        return rv
+
+
+@click.group(cls=OneLineErrors)
+@click.version_option(package_name="etspec")
+def main() -> None:
+    """Lossless speculative decoding on ExecuTorch: export a .pte pair, run it, measure it."""
+    # Library warnings and ExecuTorch's log lines say nothing about the user's command:
+    # they go to a log that --verbose prints.
+    logs.quiet_process()
+
+
+backend_option = click.option(
+    "--backend", type=click.Choice(["xnnpack", "portable"]), default="xnnpack", show_default=True
+)
+RECIPES_HELP = (
+    "fp32; 8da8w-e4 (int8 linears and lm_head, int4 embedding); 8da8w (int8 everywhere); "
+    "8da4w-mixed (int4 decoder linears, int8 lm_head and embedding); 8da4w-mlp (int4 MLPs, "
+    "int8 attention and lm_head, int4 embedding); 8da4w (int4 linears and lm_head, fp32 "
+    "embedding). README 'Gemma 3 270M' has what each keeps of the model."
+)
+dtype_option = click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    default=None,
+    help=f"Weight recipe (default: {DEPLOYMENT_DTYPE} on xnnpack, fp32 on portable): "
+    + RECIPES_HELP,
+)
+draft_dtype_option = click.option(
+    "--dtype",
+    type=click.Choice(DTYPES),
+    default="fp32",
+    show_default=True,
+    help="Weight recipe of the draft: " + RECIPES_HELP,
+)
+
+
+def default_dtype(dtype: str | None, backend: str) -> str:
+    """The deployment recipe unless the user chose one (the portable backend runs fp32)."""
+    if dtype is not None:
+        return dtype
+    return DEPLOYMENT_DTYPE if backend == "xnnpack" else "fp32"
+
+
+force_option = click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
+no_weight_cache_option = click.option(
+    "--no-weight-cache",
+    is_flag=True,
+    help="Let XNNPACK pack weights per method instead of once (more memory; the cache is "
+    "on by default, ETSPEC_XNNPACK_WEIGHT_CACHE=0 turns it off too).",
+)
+verbose_option = click.option(
+    "--verbose",
+    is_flag=True,
+    expose_value=False,
+    callback=lambda _ctx, _param, on: logs.show(on),
+    help="Also print what libraries log (ExecuTorch's native log lines, torch warnings).",
+)

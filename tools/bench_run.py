@@ -1,0 +1,221 @@
+"""``etspec bench`` as a library call: which systems run, on which prompts, and what is
+written. The command (``etspec/cli/bench.py``) only turns options into a ``BenchRequest``.
+
+Under ``torchrun`` the prompts are sharded by index % world size; rank 0 gathers every rank's
+records (gloo) and returns one result, sorted as a single-process run's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from etspec.errors import EtspecError
+from etspec.files import write_atomically
+from etspec.runtime.loading import RunnerSpec, load_systems
+from etspec.runtime.runner import TextLLMRunner
+from etspec.runtime.sampling import SamplingConfig
+from etspec.runtime.speculative.settings import TREE_MODES, parse_shape
+from etspec.tools.bench import (
+    BASELINE,
+    BenchFailure,
+    manifest,
+    merge_shards,
+    run_systems,
+    shard,
+    summarize,
+    sweep_trees,
+    trace_lines,
+)
+from etspec.tools.prompts import load_prompts
+from etspec.tools.systems import OutsideSystems, outside_systems
+
+
+@dataclass
+class BenchRequest:
+    """Everything one ``etspec bench`` run needs (the command's options, parsed)."""
+
+    spec: RunnerSpec
+    trees: list[str]  # tree modes or shape names; empty: the spec's --tree mode
+    prompts: str = "humaneval"
+    num_prompts: int | None = None
+    max_new_tokens: int = 128
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    sweep: str | None = None
+    draft_windows: tuple[int, ...] = ()
+    outside: OutsideSystems = field(default_factory=OutsideSystems)
+    json_out: Path | None = None
+    traces_out: Path | None = None
+    force: bool = False
+    settings: dict[str, Any] = field(default_factory=dict)  # for the manifest
+
+
+@dataclass
+class BenchOutcome:
+    summary: dict[str, dict[str, Any]]
+    memory: dict[str, Any]
+    peers_in_process: bool
+    mismatches: list[tuple[Path, dict[str, Any]]]
+    written: Path | None
+
+
+def tree_settings(req: BenchRequest) -> dict[str, Any]:
+    """Each --trees name as tree settings (a mode) or a fixed shape (a shape name)."""
+    names = req.trees or [req.spec.tree.mode]
+    trees: dict[str, Any] = {}
+    for n in names:
+        try:
+            trees[n] = replace(req.spec.tree, mode=n) if n in TREE_MODES else parse_shape(n)
+        except EtspecError:
+            raise EtspecError(
+                f"unknown tree {n!r} in --trees: use a mode ({', '.join(TREE_MODES)}) or a "
+                "shape name (chain3, N7, D3xBF2, dynamic-d3k4t16)"
+            ) from None
+    return trees
+
+
+def bench(req: BenchRequest) -> BenchOutcome | None:
+    """Run every system on the prompts; None on a torchrun rank other than 0."""
+    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    out, traces_out = req.json_out, req.traces_out
+    if traces_out is not None and world > 1:
+        traces_out = traces_out.with_name(f"{traces_out.stem}.rank{rank}{traces_out.suffix}")
+    for path in (out, traces_out):
+        if path is not None and path.exists() and not req.force:
+            raise EtspecError(f"{path} exists; pass --force to overwrite it")
+    spec = req.spec
+    trees = tree_settings(req)
+    req.sampling.check()
+    load = req.outside.check(spec)
+    prompts = load_prompts(req.prompts, req.num_prompts)
+    mine = shard(prompts, rank, world) if world > 1 else prompts
+    if not mine:
+        raise EtspecError(f"{len(prompts)} prompts leave rank {rank} of {world} none; use fewer")
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+    if req.sweep is not None:
+        from etspec.artifact import open_artifact
+
+        widest = (
+            max(spec.verify_widths)
+            if spec.reference
+            else open_artifact(spec.target, "target").metadata.verify_width
+        )
+        for n in sweep_trees(req.sweep, widest):
+            trees.setdefault(n, parse_shape(n))
+    base, speculative = load_systems(spec, trees, req.draft_windows)
+    systems: dict[str, Any] = {BASELINE: base, **speculative}
+    others = outside_systems(req.outside, spec, base, trees)
+    systems.update(others.systems)
+    dump_dir = out.parent if out is not None else Path.cwd()
+    mismatches: list[tuple[Path, dict[str, Any]]] = []
+
+    def on_mismatch(dump: dict[str, Any]) -> None:
+        mismatches.append((write_dump(dump, dump_dir), dump))
+
+    try:
+        with tqdm(total=len(mine), desc="prompts", leave=False, disable=rank != 0) as bar:
+            records, first_calls = run_systems(
+                systems,
+                mine,
+                req.max_new_tokens,
+                req.sampling,
+                bar.update,
+                trace=traces_out is not None,
+                on_mismatch=on_mismatch,
+                baselines=others.baselines,
+            )
+    except BenchFailure as e:
+        path = write_dump(e.dump, dump_dir)
+        raise EtspecError(f"{e}; the inputs that reproduce it are in {path}") from None
+    finally:
+        others.close()
+    if traces_out is not None:
+        write_atomically(traces_out, "".join(f"{line}\n" for line in trace_lines(records)).encode())
+        for recs in records.values():
+            for r in recs:
+                r.pop("steps", None)
+    if world > 1:
+        parts: list[Any] = [None] * world
+        dist.all_gather_object(parts, records)
+        dist.destroy_process_group()
+        if rank != 0:
+            return None
+        records = merge_shards(parts, prompts)
+    summary = summarize(records, others.baselines)
+    for name, system in systems.items():
+        threads = getattr(system, "threads", None)
+        if threads is not None:
+            summary[name]["threads"] = threads
+    for name, cold in first_calls.items():  # this rank's (rank 0's under torchrun)
+        summary[name]["first_call"] = cold
+    for name, runner in speculative.items():
+        report = runner.describe().get("policy_report")
+        if report is not None:  # what --tree auto measured for each candidate (this rank)
+            summary[name]["auto_report"] = report
+    memory = memory_report(next(iter(speculative.values()), base))
+    if out is not None:
+        settings = {**req.settings, "world_size": world, "load_average_before": load}
+        report = {
+            "manifest": manifest(settings),
+            "summary": summary,
+            "memory": memory,
+            "records": records,
+        }
+        write_atomically(out, json.dumps(report, indent=1).encode())
+    return BenchOutcome(summary, memory, others.in_process, mismatches, out)
+
+
+def memory_report(runner: TextLLMRunner) -> dict[str, Any]:
+    """The pair's stored sizes and the process's peak; `etspec inspect --memory` shows what
+    loading them costs."""
+    memory: dict[str, Any] = dict(runner.memory())
+    stored = sum(v for k, v in memory.items() if k.endswith(("weights_bytes", "kv_bytes")))
+    memory["peak_rss_vs_weights_and_kv"] = memory["peak_rss_bytes"] / stored
+    return memory
+
+
+def write_dump(dump: dict[str, Any], folder: Path) -> Path:
+    """A new ``bench-failure-N.json`` in ``folder`` (never over an existing file)."""
+    for n in range(10_000):
+        path = folder / f"bench-failure-{n}.json"
+        try:
+            with path.open("x") as f:
+                json.dump(dump, f, indent=1)
+            return path
+        except FileExistsError:
+            continue
+    raise EtspecError(f"{folder} holds 10,000 failure dumps already; clear them")
+
+
+def format_table(summary: dict[str, dict[str, Any]]) -> str:
+    """A Markdown table of the headline metrics (what the README shows)."""
+    rows = [
+        "| system | tokens/s (mean) | p50 | TTFT ms (p50) | TPC (mean) | speedup (mean) "
+        "| e2e speedup | ceiling | of ceiling | identical |",
+        "|" + "---|" * 10,
+    ]
+    for name, s in summary.items():
+        tps = s["tokens_per_s"]
+        tpc = f"{s['tpc']['mean']:.2f}" if "tpc" in s else "1.00"
+        sp = f"{s['speedup']['mean']:.2f}x" if "speedup" in s else "1.00x"
+        e2e = f"{s['speedup_e2e']['mean']:.2f}x" if "speedup_e2e" in s else "1.00x"
+        cost = s.get("cost_model") or {}
+        ceiling = f"{cost['ceiling_speedup']:.2f}x" if cost else "-"
+        achieved = f"{cost['achieved']:.0%}" if cost else "-"
+        same = f"{s['identical']}/{s['prompts']}" if "identical" in s else "-"
+        if s.get("identical_to", "target-only") != "target-only":
+            same += f" (vs {s['identical_to']})"
+        rows.append(
+            f"| {name} | {tps['mean']:.1f} | {tps['p50']:.1f} | {s['ttft_ms']['p50']:.0f} "
+            f"| {tpc} | {sp} | {e2e} "
+            f"| {ceiling} | {achieved} | {same} |"
+        )
+    return "\n".join(rows)

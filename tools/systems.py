@@ -1,0 +1,133 @@
+"""The systems a bench run adds beside etspec's own: the eager reference program, the
+transformers peers, the C++ runner and llama.cpp, from the paths the user gave."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from etspec.contract import TargetMetadata
+from etspec.errors import EtspecError
+from etspec.runtime.loading import RunnerSpec, load_systems
+from etspec.runtime.runner import TextLLMRunner
+from etspec.tools.peers.base import OutsidePeer
+
+
+@dataclass(frozen=True)
+class OutsideSystems:
+    """Paths of what to run beside the .pte pair (None: not run)."""
+
+    eager_target: Path | None = None  # the target's checkpoint folder
+    eager_draft: Path | None = None  # the draft's, for an EAGLE-3 pair
+    hf_target: Path | None = None  # transformers generate on the target's HF checkpoint
+    hf_assistant: Path | None = None  # ... assisted by this small causal LM
+    cpp_runner: Path | None = None  # the C++ runner binary
+    llama_cpp: Path | None = None  # the target's source GGUF
+
+    def check(self, spec: RunnerSpec) -> float:
+        """Refuse combinations that cannot run, before anything loads; returns the load
+        average (with --llama-cpp a busy machine is refused: its threads busy-wait)."""
+        load = os.getloadavg()[0]
+        peers = {"--hf-target": self.hf_target, "--cpp-runner": self.cpp_runner,
+                 "--llama-cpp": self.llama_cpp, "--eager-target": self.eager_target}  # fmt: skip
+        for flag, given in peers.items():
+            if given is not None and spec.reference:
+                raise EtspecError(f"{flag} joins a .pte run; drop --reference")
+        if self.eager_draft is not None and self.eager_target is None:
+            raise EtspecError("--eager-draft needs --eager-target (the target's checkpoint)")
+        if self.hf_assistant is not None and self.hf_target is None:
+            raise EtspecError("--hf-assistant needs --hf-target (the target's HF checkpoint)")
+        eagle3_pair = spec.method.draft_program and spec.draft is not None
+        if self.eager_target is not None and eagle3_pair and self.eager_draft is None:
+            raise EtspecError(
+                "give --eager-draft (the draft's checkpoint folder) with --eager-target"
+            )
+        if self.llama_cpp is None:
+            return load
+        from etspec.tools.peers.llama_cpp import check_idle
+
+        if not self.llama_cpp.is_file():
+            raise EtspecError(f"{self.llama_cpp}: no such GGUF file; give the target's source GGUF")
+        return check_idle(load)
+
+
+@dataclass
+class Assembled:
+    systems: dict[str, Any] = field(default_factory=dict)
+    # Per system, the system whose greedy output it must equal (default: target-only).
+    baselines: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def in_process(self) -> bool:
+        """Whether any of them shares this process (and its peak RSS); the C++ runner's
+        systems run in processes of their own."""
+        from etspec.tools.peers.cpp_runner import CppRunner
+
+        return any(not isinstance(r, CppRunner) for r in self.systems.values())
+
+    def close(self) -> None:
+        for system in self.systems.values():
+            if isinstance(system, OutsidePeer):
+                system.close()
+
+
+def outside_systems(
+    o: OutsideSystems, spec: RunnerSpec, base: TextLLMRunner, trees: dict[str, Any]
+) -> Assembled:
+    out = Assembled()
+    out.systems.update(eager_systems(o, spec, base.meta, trees))
+    if o.hf_target is not None:
+        from etspec.tools.peers.transformers import transformers_peers
+
+        out.systems.update(transformers_peers(o.hf_target, o.hf_assistant, base))
+    out.systems.update(cpp_systems(o, spec, base, trees))
+    if o.llama_cpp is not None:
+        from etspec.tools.bench import cpu_count
+        from etspec.tools.peers.llama_cpp import BASELINES, llama_cpp_peers
+
+        out.systems.update(llama_cpp_peers(o.llama_cpp, base, cpu_count()))
+        out.baselines.update(BASELINES)
+    return out
+
+
+def eager_systems(
+    o: OutsideSystems, spec: RunnerSpec, meta: TargetMetadata, trees: dict[str, Any]
+) -> dict[str, Any]:
+    """The eager reference program beside the .pte (``eager`` + each system's name), at
+    the .pte's context, prefill chunk and verify widths, so both run the same algorithm."""
+    if o.eager_target is None:
+        return {}
+    eager = replace(
+        spec,
+        target=o.eager_target,
+        draft=o.eager_draft if spec.method.draft_program else None,
+        reference=True,
+        max_seq=meta.max_context,
+        prefill_chunk=meta.prefill_chunk,
+        verify_widths=tuple(meta.verify_widths),
+    )
+    base, speculative = load_systems(eager, trees)
+    return {"eager target-only": base, **{f"eager {n}": r for n, r in speculative.items()}}
+
+
+def cpp_systems(
+    o: OutsideSystems, spec: RunnerSpec, base: TextLLMRunner, trees: dict[str, Any]
+) -> dict[str, Any]:
+    """The C++ runner on the same pair: target-only and each tree of --trees it runs."""
+    from etspec.tools.peers.cpp_runner import CppRunner
+
+    if o.cpp_runner is None:
+        return {}
+    out: dict[str, Any] = {"cpp target-only": CppRunner(o.cpp_runner, spec.target, base)}
+    method_args = spec.method.cpp_args(spec) if spec.speculative else None
+    if method_args is None:
+        return out
+    for name in trees:
+        args = CppRunner.tree_args_for(name, spec.tree)
+        if args is not None:
+            out[f"cpp {name}"] = CppRunner(
+                o.cpp_runner, spec.target, base, method_args, args, spec.kv_strategy
+            )
+    return out
