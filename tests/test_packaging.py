@@ -9,6 +9,7 @@ fast while pip still checks the wheel's declared dependencies against them.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -23,9 +24,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# The top-level folders that map into the etspec namespace (setup.py's ROOTS).
-ROOTS = {"etspec": "etspec", "models": "etspec.models", "export": "etspec.export",
-         "runtime": "etspec.runtime"}  # fmt: skip
+
+
+def _setup_roots() -> dict[str, str]:
+    """setup.py's ROOTS (import name -> folder), read from the file: one definition."""
+    for node in ast.parse((ROOT / "setup.py").read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "ROOTS":
+            return ast.literal_eval(node.value)
+    raise AssertionError("setup.py defines no ROOTS")
+
+
+# The top-level folders that map into the etspec namespace: folder -> import name.
+ROOTS = {folder: name for name, folder in _setup_roots().items()}
 
 
 def _source_modules() -> set[str]:
@@ -64,8 +74,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     `pip install etspec-*.tar.gz` does); the checkout itself is not touched."""
     tmp = tmp_path_factory.mktemp("dist")
     src = tmp / "src"
-    keep = ["etspec", "models", "export", "runtime", "pyproject.toml", "setup.py", "README.md",
-            "LICENSE"]  # fmt: skip
+    keep = [*ROOTS, "pyproject.toml", "setup.py", "README.md", "LICENSE"]
     src.mkdir()
     for name in keep:
         p = ROOT / name
