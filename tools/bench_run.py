@@ -32,6 +32,7 @@ from etspec.tools.bench import (
     sweep_trees,
     trace_lines,
 )
+from etspec.tools.peers.base import OutsidePeer
 from etspec.tools.prompts import load_prompts
 from etspec.tools.systems import OutsideSystems, outside_systems
 
@@ -150,10 +151,9 @@ def bench(req: BenchRequest) -> BenchOutcome | None:
             return None
         records = merge_shards(parts, prompts)
     summary = summarize(records, others.baselines)
-    for name, system in systems.items():
-        threads = getattr(system, "threads", None)
-        if threads is not None:
-            summary[name]["threads"] = threads
+    for name, system in others.systems.items():
+        if isinstance(system, OutsidePeer) and system.threads is not None:
+            summary[name]["threads"] = system.threads
     for name, cold in first_calls.items():  # this rank's (rank 0's under torchrun)
         summary[name]["first_call"] = cold
     for name, runner in speculative.items():
