@@ -18,7 +18,11 @@ from typing import Any, BinaryIO
 
 from etspec import logs
 from etspec.contract import (
+    ARTIFACT_KIND,
+    DRAFT_KIND,
     FORMAT_VERSION,
+    FORMAT_VERSION_FIELD,
+    TARGET_KIND,
     TOKENIZER_JSON,
     TRAILER_MAGIC,
     TRAILER_SIZE,
@@ -180,16 +184,16 @@ def open_artifact(path: str | Path, expect: str | None = None) -> OpenedArtifact
     except Exception as e:  # the loader raises bare RuntimeError/ValueError on bad files
         raise ArtifactError(message("cannot_load", path=p, error=e)) from None
     try:
-        (kind,) = _run_constant(program, "artifact_kind")
+        (kind,) = _run_constant(program, ARTIFACT_KIND)
     except Exception:
         raise ArtifactError(message("not_etspec", path=p)) from None
-    classes = {"target": TargetMetadata, "draft": DraftMetadata}
+    classes = {TARGET_KIND: TargetMetadata, DRAFT_KIND: DraftMetadata}
     if kind not in classes:
         raise ArtifactError(message("unknown_kind", path=p, kind=kind))
     if expect is not None and kind != expect:
         raise ArtifactError(message("wrong_kind", path=p, kind=kind, expected=expect))
     try:
-        (version,) = _run_constant(program, "format_version")
+        (version,) = _run_constant(program, FORMAT_VERSION_FIELD)
     except Exception:
         raise ArtifactError(message("no_version", path=p)) from None
     check_format(kind, int(version), str(p))

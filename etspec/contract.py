@@ -17,7 +17,7 @@ decoder layer ``i``; ``i == num_layers`` is the final pre-norm state. ``final_no
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -35,6 +35,12 @@ FORMAT_VERSION = 6
 TRAILER_MAGIC = b"ETSPSHA1"
 TRAILER_SIZE = 32 + 8 + len(TRAILER_MAGIC)
 
+# Every artifact's first two constant methods: what it is ("target" or "draft") and the
+# format it was written in (read before the rest of the metadata).
+ARTIFACT_KIND = "artifact_kind"
+FORMAT_VERSION_FIELD = "format_version"
+TARGET_KIND, DRAFT_KIND = "target", "draft"
+
 # Method names of a target program.
 TARGET_PREFILL = "target_prefill"
 TARGET_DECODE = "target_decode"
@@ -44,9 +50,15 @@ TARGET_RESET = "target_reset"
 TARGET_METHODS = (TARGET_PREFILL, TARGET_DECODE, TARGET_VERIFY, TARGET_COMMIT, TARGET_RESET)
 
 
+def width_method(base: str, width: int, widest: int) -> str:
+    """A method compiled at several widths: the widest is ``base``, narrower ones
+    ``base_<width>`` (``target_verify_4``, ``draft_extend_2``)."""
+    return base if width == widest else f"{base}_{width}"
+
+
 def verify_method_name(width: int, widest: int) -> str:
     """``target_verify`` is the widest verify method; narrower ones are ``target_verify_<K>``."""
-    return TARGET_VERIFY if width == widest else f"{TARGET_VERIFY}_{width}"
+    return width_method(TARGET_VERIFY, width, widest)
 
 
 # A drafter exported into the target program (it reads the target's caches): one drafting
@@ -57,21 +69,28 @@ ASSISTANT_STEP = "assistant_step"
 DRAFT_PREFILL = "draft_prefill"
 DRAFT_EXTEND = "draft_extend"
 DRAFT_STEP = "draft_step"
-DRAFT_COMMIT = "draft_commit"
 DRAFT_RESET = "draft_reset"
 DRAFT_D2T = "draft_d2t"
-DRAFT_METHODS = (DRAFT_PREFILL, DRAFT_EXTEND, DRAFT_STEP, DRAFT_COMMIT, DRAFT_RESET)
+DRAFT_METHODS = (DRAFT_PREFILL, DRAFT_EXTEND, DRAFT_STEP, DRAFT_RESET)
 
 
 def extend_method_name(width: int, widest: int) -> str:
     """``draft_extend`` is the widest extend method; narrower ones are ``draft_extend_<K>``."""
-    return DRAFT_EXTEND if width == widest else f"{DRAFT_EXTEND}_{width}"
+    return width_method(DRAFT_EXTEND, width, widest)
 
+
+# ``draft_method`` of an EAGLE-3 draft program; ``assistant`` of a target holding Gemma 4's.
+EAGLE3 = "eagle3"
+GEMMA4_ASSISTANT = "gemma4_assistant"
+# ``--draft-method`` of the Gemma 4 assistant (runtime/speculative/gemma4_assistant.py), which
+# the C++ runner takes too; EAGLE-3's is ``EAGLE3``.
+GEMMA4_ASSISTANT_METHOD = "gemma4-assistant"
 
 # Optional constant method holding the UTF-8 bytes of the HF ``tokenizer.json``.
 TOKENIZER_JSON = "tokenizer_json"
 
-KV_STRATEGIES = ("position-overwrite", "scratch-commit")
+POSITION_OVERWRITE, SCRATCH_COMMIT = "position-overwrite", "scratch-commit"
+KV_STRATEGIES = (POSITION_OVERWRITE, SCRATCH_COMMIT)
 HIDDEN_POINTS = ("layer_input", "final_norm")
 BACKENDS = ("xnnpack", "portable")
 # Export recipes (``--dtype``, models/quantize.py: which weights at which width).
@@ -128,10 +147,11 @@ MESSAGES = {
     "unknown_kind": "{path}: unknown etspec artifact kind '{kind}'",
     "wrong_kind": "{path} is an etspec {kind} artifact, but a {expected} was expected",
     "no_version": "{path}: etspec metadata has no format_version",
-    "format_version": "{path} has etspec format version {version}, this etspec reads version "
+    "wrong_format_version": "{path} has etspec format version {version}, this etspec reads version "
     "{expected}; re-export it with this etspec",
     "missing_metadata": "artifact is missing metadata '{name}'; re-export it with this etspec",
     "bad_metadata": "artifact metadata '{name}' has an unexpected value {value}",
+    "width_exceeded": "{rows} rows exceed the widest compiled {method} width {widest}",
     "pair_mismatch": "draft/target mismatch: the draft expects target {what} {expected}, the "
     "target has {actual}; export the draft against this target",
     "tokenizer_mismatch": "draft/target mismatch: the draft was exported for a target with "
@@ -141,12 +161,108 @@ MESSAGES = {
     "target_logits_nan": "the target logits hold NaN or a row without a finite value; nothing "
     "can be sampled from them (the model or its export is broken: check it with etspec "
     "validate)",
+    # A draft program whose d2t table does not map into the target vocabulary.
+    "d2t_size": "{path}: draft_d2t does not match the draft vocabulary",
+    "d2t_range": "{path}: draft_d2t maps outside the target vocabulary; export the draft "
+    "against this target",
+    "assistant_with_draft": "--draft-method gemma4-assistant drafts with the assistant inside "
+    "the target .pte (etspec export target --assistant); drop --draft",
+    "no_assistant": "this target artifact holds no Gemma 4 assistant; export it with "
+    "`etspec export target DIR --assistant ASSISTANT_DIR`",
+    # Request checks (runtime/runner.py, the C++ Runner::generate), before any state changes.
+    "empty_prompt": "empty prompt: give at least one token",
+    "token_outside_vocab": "prompt token id {token} is outside the vocabulary [0, {vocab})",
+    "max_new_tokens_low": "max_new_tokens must be at least 1, got {value}",
+    "prompt_fills_context": "prompt of {tokens} tokens does not fit the context of {limit} (it "
+    "needs room for at least one new token); shorten it or export with a larger --max-seq",
+    "prompt_exceeds_context": "prompt of {tokens} tokens + max_new_tokens {max_new} exceeds "
+    "the context of {limit}; lower max_new_tokens to at most {room} or export with a larger "
+    "--max-seq",
+    "unknown_choice": "unknown {what} '{value}'; choose one of {choices}",
+    "kv_strategy_unsupported": "this target artifact does not support KV strategy "
+    "'{strategy}' (it supports {supported}); pick another --kv",
+    # Sampling settings (runtime/sampling.py, the C++ Sampler).
+    "temperature": "temperature must be a finite number >= 0 (0 means greedy), got {value}",
+    "top_k": "top-k must be an integer >= 0 (0 disables it), got {value}",
+    "top_p": "top-p must be in (0, 1], got {value}",
+    # Tree shapes and what the programs can hold of them.
+    "chain_length": "--num-spec-tokens (chain length) must be at least 1, got {value}",
+    "tree_too_wide": "tree {name} has up to {nodes} draft tokens and needs a verify width of "
+    "{need}; the target was exported with {width}. Use a smaller tree (--num-spec-tokens, "
+    "--total-tokens, --static-tree) or re-export the target with a larger --verify-width",
+    "draft_scratch": "tree {name} feeds {fed} draft nodes per step, the draft artifact has "
+    "{scratch} scratch slots (step width {step_width}); use a smaller tree or re-export the "
+    "draft with --scratch {need}",
+    "scratch_exhausted": "tree needs more than the draft's {scratch} scratch slots",
+    "static_tree_empty": "a static tree needs at least one node",
+    "tree_choice_ranks": "tree choice {path} must be a non-empty list of ranks >= 0",
+    "tree_choice_parent": "tree choice {path} has no parent {parent}",
+    "full_tree": "a full tree needs depth >= 1 and branching >= 1",
+    "pruned_tree": "a pruned tree needs at least 1 node, got {nodes}",
+    "static_tree_unreadable": "cannot read static tree '{spec}': use D<depth>xBF<branching> "
+    "(e.g. D3xBF2), N<nodes> (e.g. N8) or a JSON list of rank paths (e.g. [[0],[1],[0,0]])",
 }
 
 
 def message(key: str, **fields: Any) -> str:
     """``MESSAGES[key]`` with its ``{field}`` placeholders filled in."""
     return MESSAGES[key].format(**fields)
+
+
+# Facts of a generation both runtimes report (runtime/stats.py, the C++ runner's Stats).
+# Where a generation's time goes (``stage_s``), in report order.
+STAGES = ("prefill", "decode", "draft", "tensorize", "verify", "accept", "commit")
+# A generation's stats as JSON (``etspec generate --json``, the bench harness, the C++
+# runner's ``--json``), in order: (field, "counted" | "derived"). Derived fields are computed
+# from counted ones (a property in Python, a method in C++).
+STATS_FIELDS: tuple[tuple[str, str], ...] = (
+    ("prompt_tokens", "counted"),
+    ("generated_tokens", "counted"),
+    ("prefill_calls", "counted"),
+    ("decode_calls", "counted"),
+    ("verify_calls", "counted"),
+    ("draft_calls", "counted"),
+    ("commit_calls", "counted"),
+    ("drafted_tokens", "counted"),
+    ("accepted_tokens", "counted"),
+    ("rejected_tokens", "derived"),
+    ("acceptance_rate", "derived"),
+    ("accept_length", "derived"),
+    ("tpc", "derived"),
+    ("accept_pos", "counted"),
+    ("proposed_pos", "counted"),
+    ("shape_steps", "counted"),
+    ("stage_s", "counted"),
+    ("ttft_s", "counted"),
+    ("tpot_s", "derived"),
+    ("total_s", "counted"),
+    ("tokens_per_s", "derived"),
+    ("memory", "counted"),
+)
+# Why a generation stopped: an EOS token, the budget, a callback that returned False,
+# ``stop()`` from another thread.
+STOP_EOS, STOP_BUDGET, STOP_CALLBACK, STOP_REQUESTED = "eos", "max_new_tokens", "callback", "stop"
+# ``memory`` keys: what each program holds, as stored.
+TARGET_WEIGHTS_BYTES, TARGET_KV_BYTES = "target_weights_bytes", "target_kv_bytes"
+DRAFT_WEIGHTS_BYTES, DRAFT_KV_BYTES = "draft_weights_bytes", "draft_kv_bytes"
+
+# Defaults both runtimes apply when an option is not given.
+DEFAULT_KV_STRATEGY = POSITION_OVERWRITE
+DEFAULT_CHAIN_LENGTH = 3  # --num-spec-tokens
+DEFAULT_MAX_NEW_TOKENS = 128  # or what the context leaves, if less
+# ``--tree static`` without ``--static-tree``: the best-first pruned tree filling the widest
+# verify, at most this many nodes (acceptance past 15 nodes rarely pays for the verify).
+STATIC_TREE_MAX_NODES = 15
+# Prior acceptance of a draft's rank-r candidate (r = 0, 1, ...; later ranks reuse the last),
+# which orders a pruned static tree's nodes best-first (Medusa/EAGLE-style sparse trees).
+DEFAULT_RANK_ACCEPT = (0.7, 0.15, 0.06, 0.03)
+# A tokenizer digest in messages: its first this-many hex digits.
+DIGEST_SHOWN = 12
+
+
+def hidden_spec_text(point: str, layers: Sequence[int]) -> str:
+    """How a hidden-state descriptor is written in messages: ``layer_input[2, 4, 6]``."""
+    return f"{point}[{', '.join(str(i) for i in layers)}]"
 
 
 # XNNPACK's load-time option that packs each weight once for every method of a program
@@ -195,6 +311,8 @@ def alias_names(option: str) -> tuple[str, ...]:
     return tuple(a for a, _ in OPTION_ALIASES.get(option, ()))
 
 
+# What the hidden-state descriptor check is called in ``pair_mismatch``.
+HIDDEN_SPEC_CHECK = "hidden-state descriptor"
 # Draft expectation checked against the target at pairing: (what, draft field, target field).
 PAIR_CHECKS = (
     ("hidden size", "target_hidden_size", "hidden_size"),
@@ -210,7 +328,7 @@ class HiddenStateSpec:
     layers: tuple[int, ...]
 
     def __str__(self) -> str:
-        return f"{self.point}{list(self.layers)}"
+        return hidden_spec_text(self.point, self.layers)
 
     def check(self, num_layers: int) -> None:
         if self.point not in HIDDEN_POINTS:
@@ -242,7 +360,7 @@ class _Metadata:
     KIND: ClassVar[str] = ""
 
     def constant_methods(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"artifact_kind": self.KIND}
+        out: dict[str, Any] = {ARTIFACT_KIND: self.KIND}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             out[f.name] = list(value) if isinstance(value, tuple) else value
@@ -285,7 +403,7 @@ def _coerce(name: str, type_name: Any, raw: list[Any]) -> Any:
 class TargetMetadata(_Metadata):
     """Everything the runtime needs to drive a target program."""
 
-    KIND: ClassVar[str] = "target"
+    KIND: ClassVar[str] = TARGET_KIND
 
     format_version: int
     model_family: str
@@ -321,14 +439,14 @@ class TargetMetadata(_Metadata):
 
     def verify_width_for(self, rows: int) -> int:
         """The narrowest compiled verify width that holds ``rows`` rows."""
-        return narrowest_width(self.verify_widths, rows, "verify")
+        return narrowest_width(self.verify_widths, rows, TARGET_VERIFY)
 
 
 @dataclass(frozen=True)
 class DraftMetadata(_Metadata):
     """Everything the runtime needs to drive a draft program, and what it expects of its target."""
 
-    KIND: ClassVar[str] = "draft"
+    KIND: ClassVar[str] = DRAFT_KIND
 
     format_version: int
     draft_method: str
@@ -355,7 +473,7 @@ class DraftMetadata(_Metadata):
 
     def extend_width_for(self, rows: int) -> int:
         """The narrowest compiled extend width that holds ``rows`` rows."""
-        return narrowest_width(self.extend_widths, rows, "extend")
+        return narrowest_width(self.extend_widths, rows, DRAFT_EXTEND)
 
 
 def narrowest_width(widths: tuple[int, ...], rows: int, what: str) -> int:
@@ -363,20 +481,20 @@ def narrowest_width(widths: tuple[int, ...], rows: int, what: str) -> int:
     for width in widths:
         if width >= rows:
             return width
-    raise ArtifactError(f"{rows} {what} rows exceed the widest compiled {what} width {widths[-1]}")
+    raise ArtifactError(message("width_exceeded", rows=rows, method=what, widest=widths[-1]))
 
 
 def check_format(kind: str, version: int, path: str) -> None:
     if version != FORMAT_VERSION:
         raise ArtifactError(
-            message("format_version", path=path, version=version, expected=FORMAT_VERSION)
+            message("wrong_format_version", path=path, version=version, expected=FORMAT_VERSION)
         )
 
 
 def check_pair(target: TargetMetadata, draft: DraftMetadata) -> None:
     """Reject a draft whose expectations do not match the target, naming both values."""
     checks = [(what, getattr(draft, d), getattr(target, t)) for what, d, t in PAIR_CHECKS]
-    checks.append(("hidden-state descriptor", str(draft.hidden_spec()), str(target.hidden_spec())))
+    checks.append((HIDDEN_SPEC_CHECK, str(draft.hidden_spec()), str(target.hidden_spec())))
     for what, expected, actual in checks:
         if expected != actual:
             raise MetadataMismatchError(
@@ -390,10 +508,34 @@ def check_pair(target: TargetMetadata, draft: DraftMetadata) -> None:
         raise MetadataMismatchError(
             message(
                 "tokenizer_mismatch",
-                expected=draft.target_tokenizer_sha256[:12],
-                actual=target.tokenizer_sha256[:12],
+                expected=draft.target_tokenizer_sha256[:DIGEST_SHOWN],
+                actual=target.tokenizer_sha256[:DIGEST_SHOWN],
             )
         )
+
+
+# The C++ twins of width_method, mask_width, band_start and hidden_spec_text above, written
+# into the generated header next to the values they read (tests/test_contract.py runs both
+# on a grid of inputs).
+_CPP_FUNCTIONS = r"""
+inline std::string width_method(const char* base, int64_t width, int64_t widest) {
+  return width == widest ? base : std::string(base) + "_" + std::to_string(width);
+}
+inline int64_t mask_width(int64_t needed, int64_t max_context, int64_t cache_size) {
+  const int64_t g = kMaskGranule;
+  const int64_t n = std::min(max_context, std::max<int64_t>(1, (needed + g - 1) / g * g));
+  return n + cache_size - max_context;
+}
+inline int64_t band_start(int64_t lowest, int64_t committed, int64_t window) {
+  const int64_t lo = std::max<int64_t>(0, lowest - window + 1) / kMaskGranule * kMaskGranule;
+  return std::max<int64_t>(0, std::min(lo, committed - 2));
+}
+inline std::string hidden_spec_text(const std::string& point, const std::vector<int64_t>& layers) {
+  std::string s = point + "[";
+  for (size_t i = 0; i < layers.size(); ++i) s += (i ? ", " : "") + std::to_string(layers[i]);
+  return s + "]";
+}
+"""
 
 
 def cpp_header() -> str:
@@ -419,16 +561,47 @@ def cpp_header() -> str:
         "DRAFT_PREFILL": DRAFT_PREFILL,
         "DRAFT_EXTEND": DRAFT_EXTEND,
         "DRAFT_STEP": DRAFT_STEP,
-        "DRAFT_COMMIT": DRAFT_COMMIT,
         "DRAFT_RESET": DRAFT_RESET,
         "DRAFT_D2T": DRAFT_D2T,
         "ASSISTANT_STEP": ASSISTANT_STEP,
         "TOKENIZER_JSON": TOKENIZER_JSON,
     }
+
+    def camel(name: str) -> str:
+        return "".join(part.capitalize() for part in name.split("_"))
+
+    def strings(values: Sequence[str]) -> str:
+        return "{" + ", ".join(q(v) for v in values) + "}"
+
+    facts = {
+        "StopEos": STOP_EOS,
+        "StopBudget": STOP_BUDGET,
+        "StopCallback": STOP_CALLBACK,
+        "StopRequested": STOP_REQUESTED,
+        "TargetWeightsBytes": TARGET_WEIGHTS_BYTES,
+        "TargetKvBytes": TARGET_KV_BYTES,
+        "DraftWeightsBytes": DRAFT_WEIGHTS_BYTES,
+        "DraftKvBytes": DRAFT_KV_BYTES,
+        "PositionOverwrite": POSITION_OVERWRITE,
+        "ScratchCommit": SCRATCH_COMMIT,
+        "DefaultKvStrategy": DEFAULT_KV_STRATEGY,
+        "Eagle3": EAGLE3,
+        "Gemma4AssistantMethod": GEMMA4_ASSISTANT_METHOD,
+        "ArtifactKind": ARTIFACT_KIND,
+        "FormatVersionField": FORMAT_VERSION_FIELD,
+        "TargetKind": TARGET_KIND,
+        "DraftKind": DRAFT_KIND,
+        "Gemma4Assistant": GEMMA4_ASSISTANT,
+        "HiddenSpecCheck": HIDDEN_SPEC_CHECK,
+    }
     out = [
         "// Generated from etspec/contract.py by `python -m etspec.contract`; do not edit.",
         "#pragma once",
+        "#include <algorithm>",
+        "#include <cstdint>",
+        "#include <string>",
         "#include <utility>",
+        "#include <vector>",
         "namespace etspec::contract {",
         f"inline constexpr int kFormatVersion = {FORMAT_VERSION};",
         f"inline constexpr char kTrailerMagic[] = {q(TRAILER_MAGIC.decode())};",
@@ -440,9 +613,18 @@ def cpp_header() -> str:
         f"inline constexpr char kXnnpackWeightCache[] = {q(XNNPACK_WEIGHT_CACHE)};",
         f"inline constexpr char kWeightCacheEnv[] = {q(WEIGHT_CACHE_ENV)};",
         *(f"inline constexpr const char* k{k} = {q(v)};" for k, v in names.items()),
-        "inline constexpr const char* kKvStrategies[] = {"
-        + ", ".join(q(k) for k in KV_STRATEGIES)
+        f"inline constexpr const char* kKvStrategies[] = {strings(KV_STRATEGIES)};",
+        f"inline constexpr const char* kStages[] = {strings(STAGES)};",
+        *(f"inline constexpr const char* kStage{camel(v)} = {q(v)};" for v in STAGES),
+        *(f"inline constexpr const char* k{k} = {q(v)};" for k, v in facts.items()),
+        f"inline constexpr long kDefaultChainLength = {DEFAULT_CHAIN_LENGTH};",
+        f"inline constexpr long kDefaultMaxNewTokens = {DEFAULT_MAX_NEW_TOKENS};",
+        f"inline constexpr long kStaticTreeMaxNodes = {STATIC_TREE_MAX_NODES};",
+        f"inline constexpr size_t kDigestShown = {DIGEST_SHOWN};",
+        "inline constexpr double kDefaultRankAccept[] = {"
+        + ", ".join(repr(a) for a in DEFAULT_RANK_ACCEPT)
         + "};",
+        _CPP_FUNCTIONS.strip(),
         "// alias -> our option name (OPTION_ALIASES).",
         "inline constexpr std::pair<const char*, const char*> kOptionAliases[] = {",
         *(f"    {{{q(a)}, {q(o)}}}," for o, aliases in OPTION_ALIASES.items() for a, _ in aliases),
@@ -454,6 +636,9 @@ def cpp_header() -> str:
         "// X(name, INT | STR | FLOAT | INTS): one constant method per metadata field.",
         "#define ETSPEC_TARGET_FIELDS(X) \\\n" + fields(TargetMetadata),
         "#define ETSPEC_DRAFT_FIELDS(X) \\\n" + fields(DraftMetadata),
+        "// X(field, COUNTED | DERIVED): the stats JSON in order; DERIVED ones are methods.",
+        "#define ETSPEC_STATS_FIELDS(X) \\\n"
+        + " \\\n".join(f"  X({n}, {kind.upper()})" for n, kind in STATS_FIELDS),
         "// X(what, draft field, target field): equal in a valid pair.",
         "#define ETSPEC_PAIR_CHECKS(X) \\\n"
         + " \\\n".join(f"  X({q(w)}, {d}, {t})" for w, d, t in PAIR_CHECKS),

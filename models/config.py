@@ -12,7 +12,8 @@ from typing import Any
 from etspec.errors import UnsupportedModelError
 from etspec.models.rope import RopeConfig
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
+# The model_types this config reads (models/target.py registers them with LlamaTarget).
+LLAMA_MODEL_TYPES = ("llama", "mistral", "qwen2")
 
 
 def eos_token_ids(config: dict[str, Any]) -> tuple[int, ...]:
@@ -47,10 +48,10 @@ class DecoderConfig:
     @classmethod
     def from_hf(cls, config: dict[str, Any]) -> DecoderConfig:
         model_type = config.get("model_type")
-        if model_type not in SUPPORTED_MODEL_TYPES:
+        if model_type not in LLAMA_MODEL_TYPES:
             raise UnsupportedModelError(
                 f"model_type {model_type!r} is not supported; supported: "
-                f"{', '.join(SUPPORTED_MODEL_TYPES)}"
+                f"{', '.join(LLAMA_MODEL_TYPES)}"
             )
         act = config.get("hidden_act", "silu")
         if act != "silu":

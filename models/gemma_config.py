@@ -17,7 +17,8 @@ from etspec.models.rope import RopeConfig
 
 GEMMA_MODEL_TYPES = ("gemma3_text", "gemma4_text")
 SLIDING, FULL = "sliding_attention", "full_attention"
-_MULTIMODAL = {"gemma3": "gemma3_text", "gemma4": "gemma4_text"}
+# Multimodal wrappers: refused with the text model to export instead.
+MULTIMODAL_MODEL_TYPES = {"gemma3": "gemma3_text", "gemma4": "gemma4_text"}
 _ACTIVATIONS = ("gelu_pytorch_tanh", "gelu_tanh")
 
 
@@ -72,12 +73,12 @@ class GemmaConfig:
         """``external_kv``: every layer reads KV it does not own (an assistant drafter's
         layers read the target's); ``kv_source`` is then -1."""
         model_type = config.get("model_type")
-        if model_type in _MULTIMODAL:
+        if model_type in MULTIMODAL_MODEL_TYPES:
             towers = [k for k in ("vision_config", "audio_config") if config.get(k)]
             towers_note = f" ({', '.join(towers)}: vision/audio towers)" if towers else ""
             raise UnsupportedModelError(
                 f"model_type {model_type!r} is the multimodal model{towers_note}, which is not "
-                f"supported; export its text model ({_MULTIMODAL[model_type]!r})"
+                f"supported; export its text model ({MULTIMODAL_MODEL_TYPES[model_type]!r})"
             )
         if model_type not in GEMMA_MODEL_TYPES:
             raise UnsupportedModelError(f"model_type {model_type!r} is not a Gemma text model")

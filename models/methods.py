@@ -22,7 +22,6 @@ from torch.export import Dim
 
 from etspec.contract import (
     ASSISTANT_STEP,
-    DRAFT_COMMIT,
     DRAFT_PREFILL,
     DRAFT_RESET,
     DRAFT_STEP,
@@ -315,6 +314,5 @@ def draft_methods(
         ),
         **extend,
         DRAFT_STEP: (DraftStep(model), rows(w, h), _with_mask(5, 4, width)),
-        DRAFT_COMMIT: (CacheCommit(model), (torch.arange(k), torch.arange(k)), None),
         DRAFT_RESET: (CacheReset(model), (), None),
     }

@@ -186,27 +186,26 @@ def load_weights(
 
 
 def _families() -> dict[str, Callable[..., TargetModel]]:
+    """The one registry of target families: each family module names the ``model_type``s
+    its config reads (``config.LLAMA_MODEL_TYPES``, ``gemma_config.GEMMA_MODEL_TYPES``)."""
+    from etspec.models.config import LLAMA_MODEL_TYPES
     from etspec.models.gemma import GemmaTarget
+    from etspec.models.gemma_config import GEMMA_MODEL_TYPES
     from etspec.models.llama import LlamaTarget
 
-    return {
-        "llama": LlamaTarget.from_checkpoint,
-        "mistral": LlamaTarget.from_checkpoint,
-        "qwen2": LlamaTarget.from_checkpoint,
-        "gemma3_text": GemmaTarget.from_checkpoint,
-        "gemma4_text": GemmaTarget.from_checkpoint,
-    }
-
-
-# The multimodal wrappers resolve to the Gemma loader, which refuses them with the fix.
-_REFUSED_BY_FAMILY = {"gemma3": "gemma3_text", "gemma4": "gemma4_text"}
+    families = {t: LlamaTarget.from_checkpoint for t in LLAMA_MODEL_TYPES}
+    families.update({t: GemmaTarget.from_checkpoint for t in GEMMA_MODEL_TYPES})
+    return families
 
 
 def target_family(config: dict[str, Any]) -> Callable[..., TargetModel]:
     """The loader of a checkpoint's ``model_type``; a one-line error naming the supported."""
     model_type = config.get("model_type")
+    from etspec.models.gemma_config import MULTIMODAL_MODEL_TYPES
+
     families = _families()
-    build = families.get(_REFUSED_BY_FAMILY.get(model_type, model_type))  # type: ignore[arg-type]
+    # The multimodal wrappers resolve to the Gemma loader, which refuses them with the fix.
+    build = families.get(MULTIMODAL_MODEL_TYPES.get(model_type, model_type))  # type: ignore[arg-type]
     if build is None:
         raise UnsupportedModelError(
             f"model_type {model_type!r} is not supported; supported: {', '.join(families)}"

@@ -53,7 +53,6 @@ class GenerationContext:
     prompt: list[int]
     prefill: PrefillResult
     first_token: int
-    reference: bool = False
 
 
 class TokenGenerator(Protocol):

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from etspec.contract import DEFAULT_KV_STRATEGY
 from etspec.errors import EtspecError
 from etspec.runtime.program import Program, PteProgram, load_pair
 from etspec.runtime.runner import TextLLMRunner
-from etspec.runtime.speculative.costs import StepCosts, measure_costs
 from etspec.runtime.speculative.draft_method import DraftMethod
 from etspec.runtime.speculative.registry import DEFAULT_DRAFT_METHOD, DRAFT_METHODS, draft_method
 from etspec.runtime.speculative.settings import TreeSettings
@@ -23,7 +23,7 @@ class RunnerSpec:
     draft: Path | None = None
     draft_method: str = DEFAULT_DRAFT_METHOD  # a name in speculative/registry.py
     tree: TreeSettings = field(default_factory=TreeSettings)
-    kv_strategy: str = "position-overwrite"
+    kv_strategy: str = DEFAULT_KV_STRATEGY
     # The EAGLE-3 draft attends to this many latest positions only (an ablation); None: all.
     draft_window: int | None = None
     # prompt-lookup: (shortest, longest) n-gram matched; None: the runner's default.
@@ -99,7 +99,7 @@ def load_runners(spec: RunnerSpec) -> tuple[TextLLMRunner, TextLLMRunner | None]
     """(target-only runner, speculative runner or None); both share one target program."""
     _check_method(spec)
     target, draft = load_programs(spec)
-    base = TextLLMRunner(target, reference=spec.reference)
+    base = TextLLMRunner(target)
     if not spec.speculative:
         return base, None
     return base, speculative_runner(spec, base, draft, spec.tree)
@@ -117,15 +117,9 @@ def speculative_runner(
     meta = base.meta
     target = base.target
     runner = spec.method.runner(spec, target, draft)
-
-    def calibrate() -> StepCosts:
-        return measure_costs(target, runner)
-
-    policy = (
-        tree.policy(meta, runner.branching, calibrate) if isinstance(tree, TreeSettings) else tree
-    )
+    policy = tree.policy(meta, runner.branching) if isinstance(tree, TreeSettings) else tree
     gen = SpeculativeTokenGenerator(runner, meta, policy, spec.kv_strategy)
-    return TextLLMRunner(target, gen, base.tokenizer, reference=spec.reference)
+    return TextLLMRunner(target, gen, base.tokenizer)
 
 
 def load_systems(
@@ -140,7 +134,7 @@ def load_systems(
     if draft_windows and ("draft_window" not in spec.method.options or spec.draft is None):
         raise EtspecError("draft windows truncate an EAGLE-3 draft's attention; give --draft")
     target, draft = load_programs(spec)
-    base = TextLLMRunner(target, reference=spec.reference)
+    base = TextLLMRunner(target)
     if not spec.speculative:
         return base, {}
     systems = {name: speculative_runner(spec, base, draft, t) for name, t in trees.items()}

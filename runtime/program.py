@@ -33,6 +33,11 @@ class Program(Protocol):
     """A set of named methods over one shared state (the KV caches)."""
 
     metadata: TargetMetadata | DraftMetadata
+    #: Where the program came from (a .pte path, a checkpoint folder), for messages.
+    source: str
+    #: Whether this is the reference program, whose state can be inspected: the runtime
+    #: then checks its invariants (tree tensors, committed KV) at every step.
+    reference: bool
     #: Held by a runner while it generates over this program: every runner built over one
     #: load shares its caches, so they take turns (one generation per program at a time).
     lock: threading.Lock
@@ -45,15 +50,22 @@ class Program(Protocol):
 
     def weights_bytes(self) -> int: ...
 
+    def cache_tensors(self) -> list[torch.Tensor]:
+        """The live K and V buffers where the program exposes them (the reference); [] else."""
+        ...
+
 
 class PteProgram:
     """A loaded etspec ``.pte``. Every program method is loaded (and XNNPACK packs its
     weights) at load time, so a runner's resident memory is set before its first request
     rather than growing by a method's weight copy whenever a request first needs it."""
 
+    reference = False
+
     def __init__(self, artifact: OpenedArtifact) -> None:
         self.artifact = artifact
         self.metadata = artifact.metadata
+        self.source = str(artifact.path)
         self.lock = threading.Lock()
         self._methods: dict[str, Any] = {}
 
@@ -107,9 +119,15 @@ class PteProgram:
         """The artifact's size: its weights, one copy, as stored (delegates may hold more)."""
         return self.path.stat().st_size
 
+    def cache_tensors(self) -> list[torch.Tensor]:
+        return []  # inside the ExecuTorch program's arena
+
 
 class EagerProgram:
-    """The same method wrappers run in torch, on any device torch supports."""
+    """The same method wrappers run in torch, on any device torch supports; ``model`` is
+    the module they share (its caches are what ``cache_tensors`` shows)."""
+
+    reference = True
 
     def __init__(
         self,
@@ -117,13 +135,16 @@ class EagerProgram:
         metadata: TargetMetadata | DraftMetadata,
         constants: dict[str, Any] | None = None,
         device: str | torch.device = "cpu",
+        model: nn.Module | None = None,
+        source: str = "eager program",
     ) -> None:
         self.device = torch.device(device)
         self.methods = {name: m.to(self.device) for name, m in methods.items()}
         self.metadata = metadata
         self.lock = threading.Lock()
         self._constants = constants or {}
-        self.model: nn.Module | None = None  # set by the builders; reference checks read it
+        self.model = model
+        self.source = source
 
     @torch.no_grad()
     def run(self, method: str, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:

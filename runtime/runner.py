@@ -14,7 +14,15 @@ from typing import Any
 
 import torch
 
-from etspec.contract import TARGET_RESET, TargetMetadata
+from etspec.contract import (
+    DEFAULT_CHAIN_LENGTH,
+    DEFAULT_KV_STRATEGY,
+    TARGET_KV_BYTES,
+    TARGET_RESET,
+    TARGET_WEIGHTS_BYTES,
+    TargetMetadata,
+    message,
+)
 from etspec.errors import EtspecError
 from etspec.runtime.generator import GenerationContext, TextTokenGenerator, TokenGenerator
 from etspec.runtime.prefill import prefill_target
@@ -42,7 +50,6 @@ class TextLLMRunner:
         target: Program,
         generator: TokenGenerator | None = None,
         tokenizer: Tokenizer | None = None,
-        reference: bool = False,
     ) -> None:
         meta = target.metadata
         if not isinstance(meta, TargetMetadata):
@@ -54,7 +61,6 @@ class TextLLMRunner:
             data = target.tokenizer_json()
             tokenizer = Tokenizer(data) if data else None
         self.tokenizer = tokenizer
-        self.reference = reference
         self._stop = threading.Event()
         # Runners built over one load share its programs (and their caches): a generation
         # holds the lock of every program it runs, so a second runner over the same load is
@@ -69,8 +75,8 @@ class TextLLMRunner:
         draft: str | Path | None = None,
         *,
         tree: str = "auto",
-        num_spec_tokens: int = 3,
-        kv_strategy: str = "position-overwrite",
+        num_spec_tokens: int = DEFAULT_CHAIN_LENGTH,
+        kv_strategy: str = DEFAULT_KV_STRATEGY,
         num_speculative_tokens: int | None = None,
     ) -> TextLLMRunner:
         """Load a target ``.pte`` (and, for speculation, its EAGLE-3 draft ``.pte``).
@@ -119,9 +125,7 @@ class TextLLMRunner:
         vocab = self.meta.vocab_size
         bad = [t for t in ids if not isinstance(t, int) or not 0 <= t < vocab]
         if bad:
-            raise GenerationError(
-                f"prompt token id {bad[0]} is outside the vocabulary [0, {vocab})"
-            )
+            raise GenerationError(message("token_outside_vocab", token=bad[0], vocab=vocab))
         return ids
 
     def generate(
@@ -280,20 +284,21 @@ class TextLLMRunner:
         # Everything a caller can get wrong is checked before any state changes.
         ids = self.encode(prompt)
         if not ids:
-            raise GenerationError("empty prompt: give at least one token")
+            raise GenerationError(message("empty_prompt"))
         if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-            raise GenerationError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+            raise GenerationError(message("max_new_tokens_low", value=max_new_tokens))
         limit = self.meta.max_context
         if len(ids) >= limit:
-            raise GenerationError(
-                f"prompt of {len(ids)} tokens does not fit the context of {limit} (it needs "
-                "room for at least one new token); shorten it or export with a larger --max-seq"
-            )
+            raise GenerationError(message("prompt_fills_context", tokens=len(ids), limit=limit))
         if len(ids) + max_new_tokens > limit:
             raise GenerationError(
-                f"prompt of {len(ids)} tokens + max_new_tokens {max_new_tokens} exceeds the "
-                f"context of {limit}; lower max_new_tokens to at most {limit - len(ids)} or "
-                "export with a larger --max-seq"
+                message(
+                    "prompt_exceeds_context",
+                    tokens=len(ids),
+                    max_new=max_new_tokens,
+                    limit=limit,
+                    room=limit - len(ids),
+                )
             )
         sampler = Sampler(sampling, processors)
         self.generator.check(sampler)
@@ -311,7 +316,7 @@ class TextLLMRunner:
             pre = prefill_target(self.target, torch.tensor(ids, dtype=torch.long))
         stats.prefill_calls += -(-len(ids) // self.meta.prefill_chunk)
         first = sampler.pick(pre.logits, ids)
-        ctx = GenerationContext(self.target, sampler, stats, ids, pre, first, self.reference)
+        ctx = GenerationContext(self.target, sampler, stats, ids, pre, first)
         if sink.emit([first], pre.logits):
             stats.ttft_s = time.perf_counter() - t0
             if trace:
@@ -350,8 +355,8 @@ class TextLLMRunner:
 
     def memory(self) -> dict[str, int]:
         mem = {
-            "target_weights_bytes": self.target.weights_bytes(),
-            "target_kv_bytes": self.meta.kv_cache_bytes,
+            TARGET_WEIGHTS_BYTES: self.target.weights_bytes(),
+            TARGET_KV_BYTES: self.meta.kv_cache_bytes,
         }
         mem.update(self.generator.memory())
         mem["peak_rss_bytes"] = peak_rss_bytes()

@@ -35,14 +35,12 @@ class SamplingConfig:
     def check(self) -> None:
         t = self.temperature
         if not isinstance(t, (int, float)) or math.isnan(t) or t < 0 or math.isinf(t):
-            raise SamplingError(
-                f"temperature must be a finite number >= 0 (0 means greedy), got {t}"
-            )
+            raise SamplingError(message("temperature", value=t))
         if not isinstance(self.top_k, int) or self.top_k < 0:
-            raise SamplingError(f"top-k must be an integer >= 0 (0 disables it), got {self.top_k}")
+            raise SamplingError(message("top_k", value=self.top_k))
         p = self.top_p
         if not isinstance(p, (int, float)) or math.isnan(p) or not 0 < p <= 1:
-            raise SamplingError(f"top-p must be in (0, 1], got {p}")
+            raise SamplingError(message("top_p", value=p))
 
     @property
     def greedy(self) -> bool:

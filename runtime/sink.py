@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import torch
 
+from etspec.contract import STOP_BUDGET, STOP_CALLBACK, STOP_EOS, STOP_REQUESTED
 from etspec.runtime.results import TokenCallback
 from etspec.runtime.tokenizer import StreamDecoder
 
@@ -46,7 +47,7 @@ class StreamingSink:
         for i, t in enumerate(take):
             if t in self.eos:
                 take = take[: i + 1]
-                self.stop_reason = "eos"
+                self.stop_reason = STOP_EOS
                 break
         self.last_emission, self.last_offered = len(take), len(tokens)
         self.new.extend(take)
@@ -56,11 +57,11 @@ class StreamingSink:
         if self.callback is not None:
             piece = self.decoder.push(take) if self.decoder else ""
             if self.callback(take, piece) is False:
-                self.stop_reason = self.stop_reason or "callback"
+                self.stop_reason = self.stop_reason or STOP_CALLBACK
         if self.stop.is_set():
-            self.stop_reason = self.stop_reason or "stop"
+            self.stop_reason = self.stop_reason or STOP_REQUESTED
         if not self.stop_reason and len(self.new) >= self.max_new:
-            self.stop_reason = "max_new_tokens"
+            self.stop_reason = STOP_BUDGET
         return not self.stop_reason
 
 

@@ -1,9 +1,10 @@
 """Structured generation stats: calls, acceptance, per-stage time, memory.
 
-Field names are the JSON contract shared with ``etspec generate --json``, the benchmark
-harness and the C++ runner. ``tpc`` (tokens per target call) counts every token one verify
-emits, accepted drafts plus the correction or bonus token, so a draft that is never right
-still gives 1.0; ``accept_length`` (the seeds' accept_L) counts accepted draft tokens only.
+Field names and their order are ``contract.STATS_FIELDS``, the JSON shared with ``etspec
+generate --json``, the benchmark harness and the C++ runner. ``tpc`` (tokens per target
+call) counts every token one verify emits, accepted drafts plus the correction or bonus
+token, so a draft that is never right still gives 1.0; ``accept_length`` (the seeds'
+accept_L) counts accepted draft tokens only.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-STAGES = ("prefill", "decode", "draft", "tensorize", "verify", "accept", "commit")
+from etspec.contract import STAGES, STATS_FIELDS
 
 
 def current_rss_bytes() -> int:
@@ -143,30 +144,12 @@ class GenerationStats:
         return self.decode_s / after_first if after_first > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
-            "prompt_tokens": self.prompt_tokens,
-            "generated_tokens": self.generated_tokens,
-            "prefill_calls": self.prefill_calls,
-            "decode_calls": self.decode_calls,
-            "verify_calls": self.verify_calls,
-            "draft_calls": self.draft_calls,
-            "commit_calls": self.commit_calls,
-            "drafted_tokens": self.drafted_tokens,
-            "accepted_tokens": self.accepted_tokens,
-            "rejected_tokens": self.rejected_tokens,
-            "acceptance_rate": self.acceptance_rate,
-            "accept_length": self.accept_length,
-            "tpc": self.tpc,
-            "accept_pos": list(self.accept_pos),
-            "proposed_pos": list(self.proposed_pos),
-            "shape_steps": dict(self.shape_steps),
-            "stage_s": dict(self.stage_s),
-            "ttft_s": self.ttft_s,
-            "tpot_s": self.tpot_s,
-            "total_s": self.total_s,
-            "tokens_per_s": self.tokens_per_s,
-            "memory": dict(self.memory),
-        }
+        """The stats as JSON, field by field in ``contract.STATS_FIELDS``'s order (the C++
+        runner writes the same list); ``steps`` follows when traced."""
+        out: dict[str, Any] = {}
+        for name, _ in STATS_FIELDS:
+            value = getattr(self, name)
+            out[name] = value.copy() if isinstance(value, (list, dict)) else value
         if self.steps is not None:
             out["steps"] = list(self.steps)
         return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from etspec.contract import MASK_MIN
-from etspec.export.export_target import build_target, target_metadata
+from etspec.models.build import build_target, target_metadata
 from etspec.models.methods import target_methods
 from etspec.runtime.masks import MaskLayout
 from etspec.runtime.program import EagerProgram, PteProgram
@@ -21,9 +21,10 @@ def target_program(case, mode: str):  # type: ignore[no-untyped-def]
         model = build_target(case.checkpoint, case.opts)
         methods = target_methods(model, case.opts.prefill_chunk, case.opts.verify_widths)
         prog = EagerProgram(
-            {k: v[0] for k, v in methods.items()}, target_metadata(model, case.opts, None)
+            {k: v[0] for k, v in methods.items()},
+            target_metadata(model, case.opts, None),
+            model=model,  # tests inspect its caches
         )
-        prog.model = model  # type: ignore[attr-defined]  # tests inspect caches
     prog.run("target_reset")
     return prog
 
@@ -73,6 +74,20 @@ def tree_mask(
     return mask
 
 
+def tree_children(tree, node: int) -> list[int]:  # type: ignore[no-untyped-def]
+    """Rows of ``tree`` (a ``DraftTree``) whose parent is ``node``."""
+    rows = (tree.parents == node) & tree.valid
+    rows[0] = False  # the root is its own parent, not its own child
+    return rows.nonzero().flatten().tolist()
+
+
+def tree_path(tree, node: int) -> list[int]:  # type: ignore[no-untyped-def]
+    """Rows of ``tree`` from the root to ``node``, both included (read off its ancestor
+    table, which is what this checks against the parent array elsewhere)."""
+    col = tree.ancestor_table[:, node].tolist()
+    return col[: int(tree.depth[node]) + 1][::-1]
+
+
 def path_to(parents: list[int], i: int) -> list[int]:
     path = []
     while i >= 0:
@@ -103,16 +118,14 @@ def runners(target, draft_runner=None, k=3, kv: str = "position-overwrite", veri
     """(target-only runner, speculative runner) sharing ``target``; reference checks on eager.
 
     ``k`` is a chain length or any ``TreePolicy`` (a shape, or the dispatcher)."""
-    from etspec.runtime.program import EagerProgram
     from etspec.runtime.runner import TextLLMRunner
     from etspec.runtime.speculative.generator import SpeculativeTokenGenerator
 
-    reference = isinstance(target, EagerProgram)
-    base = TextLLMRunner(target, reference=reference)
+    base = TextLLMRunner(target)
     if draft_runner is None:
         return base, None
     gen = SpeculativeTokenGenerator(draft_runner, target.metadata, k, kv, verifier)
-    return base, TextLLMRunner(target, gen, reference=reference)
+    return base, TextLLMRunner(target, gen)
 
 
 def random_prompts(count: int, vocab: int, longest: int, seed: int = 0) -> list[list[int]]:

@@ -524,9 +524,10 @@ def test_sweeps_name_dynamic_trees_that_fit_and_plot_by_parameter() -> None:
     from etspec.tools.bench import sweep_trees, sweep_value
     from etspec.tools.plot import sweep_points
 
-    assert sweep_trees("nodes", 16) == [f"dynamic-d3k4t{t}" for t in (4, 6, 8, 12, 16)]
-    assert sweep_trees("depth", 8)[:2] == ["dynamic-d1k4t8", "dynamic-d2k4t8"]
-    assert sweep_trees("topk", 16)[0] == "dynamic-d3k1t16"
+    names = [s.name for s in sweep_trees("nodes", 16)]
+    assert names == [f"dynamic-d3k4t{t}" for t in (4, 6, 8, 12, 16)]
+    assert [s.name for s in sweep_trees("depth", 8)[:2]] == ["dynamic-d1k4t8", "dynamic-d2k4t8"]
+    assert sweep_trees("topk", 16)[0].name == "dynamic-d3k1t16"
     with pytest.raises(EtspecError, match="unknown sweep 'width'"):
         sweep_trees("width", 16)
     assert sweep_value("depth", "dynamic-d5k4t16") == 5 and sweep_value("nodes", "chain3") is None

@@ -90,7 +90,7 @@ def test_auto_stays_within_5_percent_of_the_fastest_chain() -> None:
     rng = random.Random(1)
     rates = [0.8, 0.75, 0.7, 0.6, 0.5, 0.4, 0.3]
     shapes = [ChainShape(n) for n in range(2, 8)]
-    policy = AutoTree(shapes, WIDTHS, calibrate=lambda: COSTS)
+    policy = AutoTree(shapes, WIDTHS, costs=COSTS)
     true_rate = {s.name: _expected(rates, s.length) / COSTS.predict(s, WIDTHS) for s in shapes}
     best = max(true_rate.values())
     used = _run(policy, {s.name: _chain_sampler(rng, rates, s.length) for s in shapes}, 3000)
@@ -108,7 +108,7 @@ def test_auto_tries_both_and_picks_between_chain_and_tree(tree_accepts: int, win
     rates = [0.4, 0.3, 0.2]  # chain3: 1.544 tokens / 1.7 s = 0.91/s
     costs = StepCosts({4: 1.0, 8: 1.5, 16: 1.5}, 0.2, 0.3, 4)
     tree = DynamicTree(3, 4, 16)  # 1.5 + 3 * 0.2 + 0.3 = 2.4 s: 2 tokens 0.83/s, 3 1.25/s
-    policy = AutoTree([ChainShape(3), tree], WIDTHS, calibrate=lambda: costs)
+    policy = AutoTree([ChainShape(3), tree], WIDTHS, costs=costs)
     draws = {"chain3": _chain_sampler(rng, rates, 3), tree.name: lambda: tree_accepts}
     first = _run(policy, draws, 10)
     assert len(first) == 2  # both tried early, while their bounds are wide
@@ -123,7 +123,7 @@ def test_auto_tries_both_and_picks_between_chain_and_tree(tree_accepts: int, win
 
 def test_auto_predicts_unrun_chains_from_costs_plus_measured_overhead() -> None:
     tree = StaticTree.pruned(3)
-    policy = AutoTree([ChainShape(3), ChainShape(5), tree], WIDTHS, calibrate=lambda: COSTS)
+    policy = AutoTree([ChainShape(3), ChainShape(5), tree], WIDTHS, costs=COSTS)
     policy.choose()
     for _ in range(3):  # chain3 steps take 0.5 s more than the per-method costs predict
         policy.observe(ChainShape(3), StepOutcome(3, 1, 1.7 + 0.5))
@@ -140,7 +140,7 @@ def test_auto_predicts_unrun_chains_from_costs_plus_measured_overhead() -> None:
 def test_auto_skips_candidates_that_cannot_win() -> None:
     # A candidate whose every-token-accepted bound is below an estimated rate is never run.
     slow = StaticTree.full(1, 15)  # one level, 15 nodes: height 1, at best 2 tokens / 3.3 s
-    policy = AutoTree([ChainShape(3), slow], WIDTHS, calibrate=lambda: COSTS)
+    policy = AutoTree([ChainShape(3), slow], WIDTHS, costs=COSTS)
     used = _run(policy, {"chain3": lambda: 3, slow.name: lambda: 1}, 50)
     assert slow.name not in used
 

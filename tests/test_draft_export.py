@@ -20,6 +20,7 @@ from etspec.contract import (
 )
 from etspec.errors import CheckpointError, MetadataMismatchError
 from etspec.export.export_draft import DraftExportOptions, build_draft, export_draft
+from etspec.models.build import target_embedding
 from etspec.models.layers import causal_mask
 from etspec.models.methods import draft_methods
 from etspec.runtime.program import EagerProgram, PteProgram, load_pair
@@ -177,7 +178,7 @@ def test_draft_without_embedding_takes_the_targets(artifacts, tmp_path) -> None:
     with pytest.raises(CheckpointError, match="--target-checkpoint"):
         build_draft(ckpt, target, DraftExportOptions())
     model = build_draft(
-        ckpt, target, DraftExportOptions(), target_checkpoint=case.target.checkpoint
+        ckpt, target, DraftExportOptions(), target_embedding(case.target.checkpoint)
     )
     assert torch.equal(model.embed_tokens.weight, case.target.hf.model.embed_tokens.weight)
 

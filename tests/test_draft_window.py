@@ -29,16 +29,16 @@ def test_windowed_root_equals_a_draft_that_only_saw_the_window(artifacts) -> Non
     windowed = Eagle3DraftRunner(draft, window=window)
     windowed.reset()
     windowed.prefill(prompt, first, pre.hidden)
-    root = windowed._logits[0].clone()
+    root = windowed.root.logits[0].clone()
 
     alone = Eagle3DraftRunner(draft)
     alone.reset()
     alone.prefill(prompt[-window:], first, pre.hidden[-window:])
-    assert max_diff(root, alone._logits[0]) < 1e-4
+    assert max_diff(root, alone.root.logits[0]) < 1e-4
 
     alone.reset()
     alone.prefill(prompt, first, pre.hidden)
-    assert max_diff(root, alone._logits[0]) > 1e-3  # the window changed what it saw
+    assert max_diff(root, alone.root.logits[0]) > 1e-3  # the window changed what it saw
 
 
 @pytest.mark.parametrize("kv", ["position-overwrite", "scratch-commit"])

@@ -15,7 +15,7 @@ from tiny import Eagle3Spec, make_eagle3_checkpoint, make_hf_target, write_token
 
 from etspec.models.training import draft_ttt_forward, target_forward
 from etspec.runtime.eager import eager_draft, eager_target
-from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner, _Expansion
+from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 
 ATOL = 1e-4
 TARGET = "llama_gqa_rope3"  # 6 layers, vocab 256, GQA, llama3 RoPE scaling
@@ -64,7 +64,7 @@ def test_ttt_unroll_matches_runtime_chain_drafting(pair) -> None:  # type: ignor
     for j in (0, 7, 30):
         runner.reset()
         runner.prefill(ids[: j + 1], ids[j + 1], hidden[0, : j + 1])
-        grow = _Expansion(runner)
+        grow = runner.expansion()
         torch.testing.assert_close(grow.root(), unrolled[0][0, j], atol=ATOL, rtol=0)
         for k in range(1, steps):
             logits = grow.expand([k - 1], [ids[j + k + 1]])
@@ -140,7 +140,8 @@ def test_train_draft_on_tiny_target(pair, tmp_path: Path) -> None:  # type: igno
 def gemma_target(tmp_path_factory):  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("gemma_training")
     make_hf_target("gemma4_shared_ple", root / "target")
-    write_tokenizer(root / "target", 32)
+    # Gemma reads <bos> (id 2) first; the builders refuse a tokenizer that drops it.
+    write_tokenizer(root / "target", 32, bos=2)
     return root, eager_target(root / "target", max_seq=64, prefill_chunk=64, verify_width=4)
 
 

@@ -12,6 +12,7 @@ import itertools
 
 import pytest
 import torch
+from helpers import tree_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -76,7 +77,7 @@ def test_any_tree_satisfies_the_invariants(tree_spec, extra: int) -> None:  # ty
     assert int(table.min()) >= 0 and int(table.max()) <= m  # every gather index in range
     assert bool((tree.depth[1:] >= 1).all()) and bool((tree.depth[1:].diff() >= 0).all())
     for k in range(1, m + 1):
-        path = tree.path(k)
+        path = tree_path(tree, k)
         assert path[0] == 0 and path[-1] == k and len(path) == int(tree.depth[k]) + 1
         assert all(int(tree.parents[b]) == a for a, b in itertools.pairwise(path))
     # Padding: same real rows, padded rows invisible both ways, still every index in range.
@@ -326,7 +327,7 @@ def test_static_tree_places_the_ranked_tokens() -> None:
     tree.check()
     ref = FakeExpander(vocab=50, draft_vocab=20, seed=9)
     for row in range(1, tree.size + 1):
-        path = tree.path(row)
+        path = tree_path(tree, row)
         prefix = tuple(int(tree.tokens[r]) for r in path[1:-1])
         ranked = ref.target_ids[ref.logits(prefix).argsort(descending=True)].tolist()
         rank = tree_shape.choices[row - 1][-1]

@@ -22,6 +22,7 @@ from helpers import (
     pair_programs,
     random_prompts,
     runners,
+    tree_children,
 )
 
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
@@ -62,7 +63,7 @@ class RecordingVerifier(Verifier):
         verdict = super().verify(tree, logits, sampler, draft_probs, history)
         self.steps += 1
         nodes = verdict.nodes
-        if any(tree.children(int(tree.parents[n]))[0] != n for n in nodes[1:]):
+        if any(tree_children(tree, int(tree.parents[n]))[0] != n for n in nodes[1:]):
             self.not_first_branch += 1
         self.root_only += verdict.accepted == 0 and tree.size > 0
         self.deepest += tree.size > 0 and verdict.accepted == tree.max_depth

@@ -15,7 +15,6 @@ import dataclasses
 import json
 import math
 import platform
-import re
 import subprocess
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -26,6 +25,8 @@ from etspec.contract import TargetMetadata
 from etspec.errors import EtspecError
 from etspec.runtime.runner import GenerationResult
 from etspec.runtime.sampling import SamplingConfig
+from etspec.runtime.speculative.dynamic_tree import DynamicTree
+from etspec.runtime.speculative.settings import parse_shape
 from etspec.tools.prompts import Prompt
 
 BASELINE = "target-only"
@@ -131,23 +132,23 @@ SWEEPS: dict[str, tuple[str, Callable[[int], list[tuple[int, int, int]]]]] = {
     "depth": ("depth", lambda w: [(d, 4, w) for d in (1, 2, 3, 4, 5, 6)]),
     "topk": ("topk", lambda w: [(3, k, w) for k in (1, 2, 3, 4, 6, 8)]),
 }
-SWEEP_NAME = re.compile(r"dynamic-d(\d+)k(\d+)t(\d+)")
 
 
-def sweep_trees(kind: str, max_width: int) -> list[str]:
-    """Shape names of one sweep for a target whose widest verify is ``max_width`` rows."""
+def sweep_trees(kind: str, max_width: int) -> list[DynamicTree]:
+    """The shapes of one sweep for a target whose widest verify is ``max_width`` rows."""
     if kind not in SWEEPS:
         raise EtspecError(f"unknown sweep {kind!r}; choose {', '.join(SWEEPS)}")
-    return [f"dynamic-d{d}k{k}t{t}" for d, k, t in SWEEPS[kind][1](max_width)]
+    return [DynamicTree(d, k, t) for d, k, t in SWEEPS[kind][1](max_width)]
 
 
 def sweep_value(kind: str, name: str) -> int | None:
-    """The swept parameter of a system named like a sweep's shape, else None."""
-    m = SWEEP_NAME.fullmatch(name)
-    if m is None:
+    """The swept parameter of a system named like a sweep's shape (``parse_shape``), else
+    None."""
+    try:
+        shape = parse_shape(name)
+    except EtspecError:
         return None
-    d, k, t = (int(g) for g in m.groups())
-    return {"nodes": t, "depth": d, "topk": k}[kind]
+    return getattr(shape, SWEEPS[kind][0]) if isinstance(shape, DynamicTree) else None
 
 
 def run_systems(

@@ -109,8 +109,8 @@ def bench(req: BenchRequest) -> BenchOutcome | None:
             if spec.reference
             else open_artifact(spec.target, "target").metadata.verify_width
         )
-        for n in sweep_trees(req.sweep, widest):
-            trees.setdefault(n, parse_shape(n))
+        for shape in sweep_trees(req.sweep, widest):
+            trees.setdefault(shape.name, shape)
     base, speculative = load_systems(spec, trees, req.draft_windows)
     systems: dict[str, Any] = {BASELINE: base, **speculative}
     others = outside_systems(req.outside, spec, base, trees)

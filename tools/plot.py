@@ -21,8 +21,8 @@ import io
 import re
 from typing import Any
 
+from etspec.contract import STAGES
 from etspec.errors import EtspecError
-from etspec.runtime.stats import STAGES
 from etspec.tools.bench import BASELINE, SWEEPS, percentile, sweep_value
 
 PLOTS = ("speedup_vs_accept.png", "accept_pos.png", "stages.png")

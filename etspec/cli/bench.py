@@ -11,6 +11,7 @@ import click
 
 from etspec.cli.app import main, option, user_errors
 from etspec.cli.runner_options import draft_windows, runner_options, runner_spec
+from etspec.contract import DEFAULT_MAX_NEW_TOKENS
 from etspec.errors import EtspecError
 
 
@@ -25,7 +26,7 @@ from etspec.errors import EtspecError
     "'prompt' or 'turns'.",
 )
 @click.option("--num-prompts", default=None, type=int, help="First N prompts [default: all].")
-@option("--max-new-tokens", default=128, show_default=True, type=int)
+@option("--max-new-tokens", default=DEFAULT_MAX_NEW_TOKENS, show_default=True, type=int)
 @click.option(
     "--trees",
     default=None,

@@ -12,6 +12,7 @@ import click
 
 from etspec.cli.app import main, no_weight_cache_option, option, user_errors, verbose_option
 from etspec.cli.runner_options import parse_ids, runner_options, runner_spec
+from etspec.contract import DEFAULT_MAX_NEW_TOKENS
 from etspec.errors import EtspecError
 
 
@@ -123,7 +124,7 @@ def generate(**kw: Any) -> None:
     max_new = kw["max_new_tokens"]
     if max_new is None:
         room = runner.meta.max_context - len(runner.encode(prompt))
-        max_new = max(1, min(128, room))
+        max_new = max(1, min(DEFAULT_MAX_NEW_TOKENS, room))
     if kw["compare"]:  # first calls pay one-time costs; keep them out of both timings
         for r in (base, runner):
             r.generate(prompt, min(8, max_new), sampling, ignore_eos=kw["ignore_eos"])

@@ -9,9 +9,10 @@ from typing import Any
 import click
 
 from etspec.cli.app import F, no_weight_cache_option, option, verbose_option
-from etspec.contract import DTYPES
+from etspec.contract import DEFAULT_CHAIN_LENGTH, DEFAULT_KV_STRATEGY, DTYPES, KV_STRATEGIES
 from etspec.errors import EtspecError
 from etspec.runtime.loading import RunnerSpec
+from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.registry import DEFAULT_DRAFT_METHOD, DRAFT_METHODS, aliases
 from etspec.runtime.speculative.settings import TREE_MODES, TreeSettings
 
@@ -86,7 +87,7 @@ def runner_options(fn: F) -> F:
         ),
         option(
             "--num-spec-tokens",
-            default=3,
+            default=DEFAULT_CHAIN_LENGTH,
             show_default=True,
             type=int,
             help="Chain length (draft tokens per step).",
@@ -132,8 +133,8 @@ def runner_options(fn: F) -> F:
         click.option(
             "--kv",
             "kv_strategy",
-            type=click.Choice(["position-overwrite", "scratch-commit"]),
-            default="position-overwrite",
+            type=click.Choice(KV_STRATEGIES),
+            default=DEFAULT_KV_STRATEGY,
             show_default=True,
         ),
         verbose_option,
@@ -177,18 +178,16 @@ def widths(value: str) -> tuple[int, ...]:
 
 
 def runner_spec(kw: dict[str, Any]) -> RunnerSpec:
-    depth = kw["depth"]
-    if kw["num_steps"] is not None:
-        if depth is not None:
-            raise EtspecError("give --depth or --num-steps, not both (num_steps = depth + 1)")
-        depth = kw["num_steps"] - 1
+    # --depth (EAGLE) and --num-steps (SGLang) name one knob: DynamicTree translates.
+    given = {k: kw[k] for k in ("depth", "num_steps", "topk", "total_tokens")}
+    knobs = DynamicTree.knobs({k: v for k, v in given.items() if v is not None})
     tree = TreeSettings(
         mode=kw["tree_mode"],
         num_spec_tokens=kw["num_spec_tokens"],
         static_tree=kw["static_tree"],
-        depth=depth,
-        topk=kw["topk"],
-        total_tokens=kw["total_tokens"],
+        depth=knobs.get("depth"),
+        topk=knobs.get("topk"),
+        total_tokens=knobs.get("total_tokens"),
     )
     return RunnerSpec(
         target=kw["target"],

@@ -3,9 +3,10 @@
 Like Meta's tree dispatcher and EAGLE's ``total_token=-1`` sweep, ``AutoTree`` picks the
 shape that emits the most tokens per second on this artifact and this machine:
 
-- Costs are measured, not assumed: at its first step it times ``target_verify`` at every
-  compiled width, ``draft_step`` and ``draft_extend`` (on scratch slots, which hold nothing
-  between steps), giving each candidate a predicted step time.
+- Costs are measured, not assumed: before its first step the generator times
+  ``target_verify`` at every compiled width and the draft runner's own calls (on scratch
+  slots, which hold nothing between steps; ``costs.measure_costs``) and hands them over
+  (``use_costs``), giving each candidate a predicted step time.
 - Acceptance is observed. Chains pool theirs by depth (``DepthAcceptance``): a step of any
   chain informs every chain length. Trees are judged on their own steps.
 - Each step runs the candidate with the highest upper confidence bound of tokens/s (step
@@ -19,7 +20,6 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from etspec.errors import EtspecError
@@ -120,7 +120,6 @@ class AutoTree(TreePolicy):
 
     shapes: list[TreeShape]
     widths: tuple[int, ...]
-    calibrate: Callable[[], StepCosts] | None = None
     costs: StepCosts | None = None
     records: dict[str, _Record] = field(default_factory=dict)
     chains: DepthAcceptance = field(default_factory=DepthAcceptance)
@@ -197,9 +196,13 @@ class AutoTree(TreePolicy):
         z = math.sqrt(2 * math.log(max(self._total, 2)))
         return min(tokens[0] + z * tokens[1], shape.cost.max_height + 1) / seconds
 
+    def needs_costs(self) -> bool:
+        return self.costs is None
+
+    def use_costs(self, costs: StepCosts) -> None:
+        self.costs = costs
+
     def choose(self) -> TreeShape:
-        if self.costs is None and self.calibrate is not None:
-            self.costs = self.calibrate()
         # Deciding costs a fraction of a millisecond; once past the first steps (where
         # every step's outcome moves the bounds a lot) it is redone every few steps only.
         if self._current is None or self._total < 64 or self._total - self._decided >= 8:

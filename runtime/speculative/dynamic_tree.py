@@ -53,25 +53,38 @@ class DynamicTree(TreeShape):
         self.total_tokens = total_tokens
         self.name = f"dynamic-d{depth}k{topk}t{total_tokens}"
 
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> DynamicTree:
-        """From EAGLE (``depth``, ``top_k``, ``total_token``), SGLang (``num_steps``,
-        ``topk``, ``num_draft_tokens``) or vLLM-style (``num_spec_tokens``) names."""
+    @staticmethod
+    def knobs(config: Mapping[str, Any]) -> dict[str, int]:
+        """``depth``, ``topk`` and ``total_tokens`` from EAGLE (``depth``, ``top_k``,
+        ``total_token``), SGLang (``num_steps``, ``topk``, ``num_draft_tokens``) or
+        vLLM-style (``num_spec_tokens``) names; two names for one knob are refused."""
         kw: dict[str, int] = {}
+        given: dict[str, str] = {}
         for key, value in config.items():
             if key in _DEPTH_KEYS:
-                kw["depth"] = int(value) + _DEPTH_KEYS[key]
+                knob, v = "depth", int(value) + _DEPTH_KEYS[key]
             elif key in _TOPK_KEYS:
-                kw["topk"] = int(value)
+                knob, v = "topk", int(value)
             elif key in _TOTAL_KEYS:
                 if int(value) < 0:
                     raise EtspecError(
                         f"{key}={value} asks for a tuned budget: use --tree auto instead"
                     )
-                kw["total_tokens"] = int(value) + _TOTAL_KEYS[key]
+                knob, v = "total_tokens", int(value) + _TOTAL_KEYS[key]
             else:
                 raise EtspecError(f"unknown dynamic tree setting {key!r}")
-        return cls(**kw)
+            if knob in given:
+                raise EtspecError(
+                    f"give {given[knob]} or {key}, not both (both set the dynamic tree's "
+                    f"{knob}; num_steps = depth + 1)"
+                )
+            given[knob], kw[knob] = key, v
+        return kw
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> DynamicTree:
+        """A dynamic tree from other projects' setting names (``knobs``)."""
+        return cls(**cls.knobs(config))
 
     @property
     def cost(self) -> ShapeCost:

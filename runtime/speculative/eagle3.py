@@ -16,20 +16,25 @@ target and its verification are untouched, so output stays exact; only acceptanc
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
 from etspec.contract import (
     DRAFT_D2T,
+    DRAFT_KV_BYTES,
     DRAFT_PREFILL,
     DRAFT_RESET,
     DRAFT_STEP,
+    DRAFT_WEIGHTS_BYTES,
+    EAGLE3,
     MASK_MIN,
     DraftMetadata,
     TargetMetadata,
+    message,
 )
-from etspec.errors import EtspecError
+from etspec.errors import ArtifactError, EtspecError
 from etspec.runtime.masks import MaskLayout
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
@@ -47,12 +52,67 @@ if TYPE_CHECKING:
     from etspec.runtime.speculative.costs import CostProbe
 
 
+@dataclass(frozen=True)
+class DraftGeometry:
+    """What is fixed per draft program and window: where tree nodes go (the scratch slots
+    past the context) and how a row's mask is cut (``window``)."""
+
+    meta: DraftMetadata
+    layout: MaskLayout
+    window: int | None
+    scratch_slots: torch.Tensor  # [scratch] the slots tree nodes are fed into
+    extend_rows: torch.Tensor  # arange(extend_width)
+    step_rows: torch.Tensor  # arange(step_width)
+
+    @classmethod
+    def of(cls, meta: DraftMetadata, window: int | None) -> DraftGeometry:
+        scratch = meta.cache_size - meta.max_context
+        return cls(
+            meta,
+            MaskLayout(meta.max_context, meta.cache_size),  # a draft has no sliding layers
+            window,
+            meta.max_context + torch.arange(scratch),
+            torch.arange(meta.extend_width),
+            torch.arange(meta.step_width),
+        )
+
+    @property
+    def scratch(self) -> int:
+        """Draft cache slots past the context, where tree nodes are fed."""
+        return self.meta.cache_size - self.meta.max_context
+
+    def causal(self, positions: torch.Tensor) -> torch.Tensor:
+        mask = self.layout.causal(positions)
+        return mask if self.window is None else self.truncate(mask, positions)
+
+    def truncate(self, mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Hide committed slots more than ``window - 1`` positions behind each row."""
+        if self.window is None:
+            return mask
+        n = self.layout.committed(mask.shape[1])
+        cut = positions - self.window + 1
+        old = torch.arange(n)[None, :] < cut[:, None]
+        mask[:, :n].masked_fill_(old, MASK_MIN)
+        return mask
+
+
+@dataclass(frozen=True)
+class DraftRoot:
+    """What the last prefill or accept left for the next proposal: the logits of the root's
+    children [1, Vd] and the draft state they are fed with [1, H], at committed length
+    ``position``."""
+
+    logits: torch.Tensor
+    state: torch.Tensor
+    position: int
+
+
 class Eagle3DraftRunner(SpeculativeDraftRunner):
     branching = True
 
     def __init__(self, program: Program, window: int | None = None) -> None:
         meta = program.metadata
-        if not isinstance(meta, DraftMetadata) or meta.draft_method != "eagle3":
+        if not isinstance(meta, DraftMetadata) or meta.draft_method != EAGLE3:
             raise EtspecError("Eagle3DraftRunner needs an EAGLE-3 draft artifact")
         if window is not None and window < 1:
             raise EtspecError(f"draft window must be at least 1 token, got {window}")
@@ -62,15 +122,16 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         self.hidden_spec = meta.hidden_spec()
         (d2t,) = program.constant(DRAFT_D2T)
         d2t = torch.as_tensor(d2t, dtype=torch.long)
+        if d2t.shape != (meta.draft_vocab_size,):
+            raise ArtifactError(message("d2t_size", path=program.source))
         # Draft id i is target id i + d2t[i].
         self.target_ids = torch.arange(meta.draft_vocab_size) + d2t
-        self._scratch_slots = meta.max_context + torch.arange(self.scratch)
-        self._extend_rows = torch.arange(meta.extend_width)
-        self._step_rows = torch.arange(meta.step_width)
-        self._layout = MaskLayout(meta.max_context, meta.cache_size)
-        self._logits = torch.empty(0)
-        self._hidden = torch.empty(0)
-        self._pos = 0
+        if len(self.target_ids) and not (
+            int(self.target_ids.min()) >= 0 and int(self.target_ids.max()) < meta.target_vocab_size
+        ):
+            raise ArtifactError(message("d2t_range", path=program.source))
+        self.geometry = DraftGeometry.of(meta, window)
+        self.root = DraftRoot(torch.empty(0), torch.empty(0), 0)
 
     def check_target(self, target: TargetMetadata) -> None:
         if target.vocab_size != self.meta.target_vocab_size:
@@ -84,13 +145,12 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
 
     def memory(self) -> dict[str, int]:
         return {
-            "draft_weights_bytes": self.program.weights_bytes(),
-            "draft_kv_bytes": self.meta.kv_cache_bytes,
+            DRAFT_WEIGHTS_BYTES: self.program.weights_bytes(),
+            DRAFT_KV_BYTES: self.meta.kv_cache_bytes,
         }
 
     def step_costs(self, probe: CostProbe) -> DraftCosts:
-        dm = self.meta
-        layout = MaskLayout(dm.max_context, dm.cache_size)  # no sliding layers
+        dm, layout = self.meta, self.geometry.layout
         tok, pos, slots, mask = probe.scratch_inputs(dm.step_width, layout)
         step_s = probe.timed(
             self.program, DRAFT_STEP, tok, torch.zeros(dm.step_width, dm.hidden_size), pos,
@@ -109,22 +169,11 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
 
     def reset(self) -> None:
         self.program.run(DRAFT_RESET)
-        self._pos = 0
-
-    def _causal(self, positions: torch.Tensor) -> torch.Tensor:
-        mask = self._layout.causal(positions)
-        return mask if self.window is None else self._truncate(mask, positions)
-
-    def _truncate(self, mask: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Hide committed slots more than ``window - 1`` positions behind each row."""
-        n = self._layout.committed(mask.shape[1])
-        cut = positions - self.window + 1  # type: ignore[operator]
-        old = torch.arange(n)[None, :] < cut[:, None]
-        mask[:, :n].masked_fill_(old, MASK_MIN)
-        return mask
+        self.root = DraftRoot(torch.empty(0), torch.empty(0), 0)
 
     def prefill(self, prompt: list[int], first_token: int, hidden: torch.Tensor | None) -> int:
         assert hidden is not None
+        geo = self.geometry
         tokens = torch.tensor([*prompt[1:], first_token], dtype=torch.long)
         n, total = self.meta.prefill_chunk, len(prompt)
         calls = 0
@@ -141,10 +190,10 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
                 states,
                 positions,
                 torch.tensor([real - 1]),
-                self._layout.causal(positions),
+                geo.layout.causal(positions),
             )
             calls += 1
-        self._logits, self._hidden, self._pos = logits, out, total
+        self.root = DraftRoot(logits, out, total)
         if self.window is not None and total > self.window:
             # The prefill's own mask is full-causal; recompute the last row (the first
             # proposal's root) under the window. Its K/V row depends only on its inputs (one
@@ -154,53 +203,58 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
             ids[0] = tokens[-1]
             states = torch.zeros(e, hidden.shape[-1])
             states[0] = hidden[total - 1]
-            positions = total - 1 + self._extend_rows[:e]
+            positions = total - 1 + geo.extend_rows[:e]
             logits, out = self.program.run(
-                self.meta.extend_method(e),
-                ids,
-                states,
-                positions,
-                positions,
-                self._causal(positions),
+                self.meta.extend_method(e), ids, states, positions, positions, geo.causal(positions)
             )
-            self._logits, self._hidden = logits[:1], out[:1]
+            self.root = DraftRoot(logits[:1], out[:1], total)
             calls += 1
         return calls
 
     @property
     def scratch(self) -> int:
         """Draft cache slots past the context, where tree nodes are fed."""
-        return self.meta.cache_size - self.meta.max_context
+        return self.geometry.scratch
 
     def check_shape(self, shape: TreeShape) -> None:
         # Fed nodes take scratch slots, and a call's pad rows the slots after them.
         need = shape.cost.fed_nodes + self.meta.step_width
         if need > self.scratch:
             raise EtspecError(
-                f"tree {shape} feeds {shape.cost.fed_nodes} draft nodes per step, the draft "
-                f"artifact has {self.scratch} scratch slots (step width "
-                f"{self.meta.step_width}); use a smaller tree or re-export the draft with "
-                f"--scratch {need}"
+                message(
+                    "draft_scratch",
+                    name=shape.name,
+                    fed=shape.cost.fed_nodes,
+                    scratch=self.scratch,
+                    step_width=self.meta.step_width,
+                    need=need,
+                )
             )
 
+    def expansion(self) -> _Expansion:
+        """A fresh ``Expander`` over the draft from the current root (one proposal's)."""
+        return _Expansion(self.program, self.geometry, self.root, self.target_ids)
+
     def propose(self, shape: TreeShape, max_height: int, sampler: Sampler) -> Proposal:
-        return shape.grow(_Expansion(self), max_height, sampler)
+        return shape.grow(self.expansion(), max_height, sampler)
 
     def accept(self, acceptance: Acceptance) -> int:
         hidden = acceptance.hidden
         assert hidden is not None
+        geo = self.geometry
         rows = len(acceptance.tokens)
         e = self.meta.extend_width_for(rows)  # the narrowest extend that holds them
         ids = torch.zeros(e, dtype=torch.long)
         ids[:rows] = torch.tensor([*acceptance.tokens[1:], acceptance.next_token])
         states = torch.zeros(e, hidden.shape[-1])
         states[:rows] = hidden
-        positions = acceptance.position + self._extend_rows[:e]
+        positions = acceptance.position + geo.extend_rows[:e]
         logits, out = self.program.run(
-            self.meta.extend_method(e), ids, states, positions, positions, self._causal(positions)
+            self.meta.extend_method(e), ids, states, positions, positions, geo.causal(positions)
         )
-        self._logits, self._hidden = logits[rows - 1 : rows], out[rows - 1 : rows]
-        self._pos = acceptance.position + rows
+        self.root = DraftRoot(
+            logits[rows - 1 : rows], out[rows - 1 : rows], acceptance.position + rows
+        )
         return 1
 
 
@@ -208,60 +262,64 @@ class _Expansion:
     """One proposal's tree growth in the draft cache (an ``Expander``).
 
     Handle 0 is the root: its children's logits and the state they are fed with come from
-    the last prefill/accept. A fed node at depth d pairs its token with its parent's output
-    state at position ``committed + d - 1`` (the EAGLE alignment), is written to the next
-    free scratch slot, and sees the committed slots, its fed ancestors' slots and its own.
-    Scratch is free again at the next proposal: ``accept`` rewrites the committed rows of
-    the accepted path from the target's states (``draft_extend``), which is the draft's
-    KV commit, fused into the call that also yields the next root.
+    the last prefill/accept (``DraftRoot``). A fed node at depth d pairs its token with its
+    parent's output state at position ``committed + d - 1`` (the EAGLE alignment), is
+    written to the next free scratch slot, and sees the committed slots, its fed ancestors'
+    slots and its own. Scratch is free again at the next proposal: ``accept`` rewrites the
+    committed rows of the accepted path from the target's states (``draft_extend``), which
+    is the draft's KV commit, fused into the call that also yields the next root.
 
     Per handle it keeps the output state and the scratch columns of its mask row (its
     ancestors' slots and its own), so a call's inputs are a few gathers, not loops.
     """
 
-    def __init__(self, runner: Eagle3DraftRunner) -> None:
-        self.runner = runner
-        meta = runner.meta
-        self.target_ids = runner.target_ids
-        self.vocab_size = meta.target_vocab_size
+    def __init__(
+        self, program: Program, geometry: DraftGeometry, root: DraftRoot, target_ids: torch.Tensor
+    ) -> None:
+        self.program = program
+        self.geometry = geometry
+        self.root_logits = root.logits[0]
+        self.position = root.position
+        self.target_ids = target_ids
+        self.vocab_size = geometry.meta.target_vocab_size
         self.calls = 0
         self._fed = 0  # handles fed so far (handle h > 0 sits in scratch slot h - 1)
         self._depth = [0]
-        handles = runner.scratch + 1
-        self._states = torch.empty(handles, runner._hidden.shape[-1])
-        self._states[0] = runner._hidden[0]
+        scratch = geometry.scratch
+        handles = scratch + 1
+        self._states = torch.empty(handles, root.state.shape[-1])
+        self._states[0] = root.state[0]
         # Scratch columns each handle's children see (the handle's ancestors and itself).
-        self._seen = torch.full((handles, runner.scratch), MASK_MIN)
-        width = runner._layout.width(runner._pos)
-        self._committed_cols = runner._layout.committed(width)
-        self._mask = torch.full((meta.step_width, width), MASK_MIN)
-        self._mask[:, : runner._pos] = 0.0  # the committed prefix, the same for every call
+        self._seen = torch.full((handles, scratch), MASK_MIN)
+        width = geometry.layout.width(root.position)
+        self._committed_cols = geometry.layout.committed(width)
+        self._mask = torch.full((geometry.meta.step_width, width), MASK_MIN)
+        self._mask[:, : root.position] = 0.0  # the committed prefix, the same for every call
 
     def root(self) -> torch.Tensor:
-        return self.runner._logits[0]
+        return self.root_logits
 
     def expand(self, parents: Sequence[int], tokens: Sequence[int]) -> torch.Tensor:
-        r = self.runner
-        w, pos, ctx = r.meta.step_width, r._pos, self._committed_cols
+        geo = self.geometry
+        w, pos, ctx, scratch = geo.meta.step_width, self.position, self._committed_cols, geo.scratch
+        rows = geo.step_rows
         out = []
         for lo in range(0, len(parents), w):
             par = list(parents[lo : lo + w])
             n = len(par)
             first = self._fed  # scratch index of this call's first node
-            if first + w > r.scratch:
-                raise EtspecError(f"tree needs more than the draft's {r.scratch} scratch slots")
-            slots = r._scratch_slots[first : first + w]
+            if first + w > scratch:
+                raise EtspecError(message("scratch_exhausted", scratch=scratch))
+            slots = geo.scratch_slots[first : first + w]
             # Pad rows copy the root: finite inputs, outputs never read, slots never seen.
             pad = [0] * (w - n)
             index = torch.tensor(par + pad)
             ids = torch.tensor([*tokens[lo : lo + n], *pad], dtype=torch.long)
             positions = torch.tensor([pos + self._depth[p] for p in par] + [pos] * (w - n))
-            mask = self._mask.clone()
-            if r.window is not None:
-                r._truncate(mask, positions)
+            mask = geo.truncate(self._mask.clone(), positions)
             mask[:, ctx:] = self._seen.index_select(0, index)
-            mask[r._step_rows, ctx + first + r._step_rows] = 0.0  # every row sees itself
-            logits, hidden = r.program.run(
+            mask[rows, ctx + first + rows] = 0.0  # every row sees itself
+            logits, hidden = self.program.run(
                 DRAFT_STEP, ids, self._states.index_select(0, index), positions, slots, mask
             )
             self.calls += 1
@@ -276,7 +334,7 @@ class _Expansion:
 class Eagle3Method(DraftMethod):
     """An EAGLE-3 draft program of its own (``--draft``), fed the target's hidden states."""
 
-    name = "eagle3"
+    name = EAGLE3
     help = "an EAGLE-3 draft (--draft)"
     draft_program = True
     options = frozenset({"draft_window"})

@@ -12,11 +12,20 @@ tree level is one call of independent rows (padded to the compiled step width).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from etspec.contract import ASSISTANT_STEP, HiddenStateSpec, TargetMetadata
+from etspec.contract import (
+    ASSISTANT_STEP,
+    DRAFT_KV_BYTES,
+    GEMMA4_ASSISTANT,
+    GEMMA4_ASSISTANT_METHOD,
+    HiddenStateSpec,
+    TargetMetadata,
+    message,
+)
 from etspec.errors import EtspecError
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
@@ -39,11 +48,8 @@ class Gemma4AssistantDraftRunner(SpeculativeDraftRunner):
 
     def __init__(self, program: Program) -> None:
         meta = program.metadata
-        if not isinstance(meta, TargetMetadata) or meta.assistant != "gemma4_assistant":
-            raise EtspecError(
-                "this target artifact holds no Gemma 4 assistant; export it with "
-                "`etspec export target DIR --assistant ASSISTANT_DIR`"
-            )
+        if not isinstance(meta, TargetMetadata) or meta.assistant != GEMMA4_ASSISTANT:
+            raise EtspecError(message("no_assistant"))
         self.program = program
         self.meta = meta
         self.width = meta.assistant_step_width
@@ -59,7 +65,7 @@ class Gemma4AssistantDraftRunner(SpeculativeDraftRunner):
         return (self.program,)
 
     def memory(self) -> dict[str, int]:
-        return {"draft_kv_bytes": 0}
+        return {DRAFT_KV_BYTES: 0}
 
     def step_costs(self, probe: CostProbe) -> DraftCosts:
         # One call per level, plus the proposal's root call (it stands where an EAGLE-3
@@ -80,7 +86,9 @@ class Gemma4AssistantDraftRunner(SpeculativeDraftRunner):
         return 0
 
     def propose(self, shape: TreeShape, max_height: int, sampler: Sampler) -> Proposal:
-        return shape.grow(_AssistantExpansion(self), max_height, sampler)
+        step = _AssistantStep(self.program, self.width, self._pos)
+        expansion = _AssistantExpansion(step, self._token, self._state, self.meta.vocab_size)
+        return shape.grow(expansion, max_height, sampler)
 
     def accept(self, acceptance: Acceptance) -> int:
         assert acceptance.hidden is not None
@@ -89,10 +97,25 @@ class Gemma4AssistantDraftRunner(SpeculativeDraftRunner):
         self._pos = acceptance.position + len(acceptance.tokens)
         return 0
 
-    def run(self, tokens: Sequence[int], states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+
+@dataclass(frozen=True)
+class _AssistantStep:
+    """``assistant_step`` calls of one proposal: every node sits at the committed length
+    ``position`` (the assistant attends the target's caches, not a cache of its own)."""
+
+    program: Program
+    width: int
+    position: int
+
+    def calls(self, rows: int) -> int:
+        return -(-rows // self.width)
+
+    def __call__(
+        self, tokens: Sequence[int], states: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits and output states of ``tokens`` fed with ``states``, in step-width calls."""
         w, n = self.width, len(tokens)
-        position = torch.tensor([self._pos])
+        position = torch.tensor([self.position])
         logits, outs = [], []
         for lo in range(0, n, w):
             rows = min(w, n - lo)
@@ -110,13 +133,12 @@ class _AssistantExpansion:
     """One proposal's tree growth (an ``Expander``): handle 0 is the root, fed with the
     emitted token and the target's state; handle h > 0 is the h-th expanded node."""
 
-    def __init__(self, runner: Gemma4AssistantDraftRunner) -> None:
-        self.runner = runner
-        self.vocab_size = runner.meta.vocab_size
+    def __init__(self, step: _AssistantStep, token: int, state: torch.Tensor, vocab: int) -> None:
+        self.step = step
+        self.vocab_size = vocab
         self.target_ids = torch.arange(self.vocab_size)
-        self.calls = 0
-        logits, out = runner.run([runner._token], runner._state[None])
-        self.calls += 1
+        logits, out = step([token], state[None])
+        self.calls = 1
         self._root = logits[0]
         self._states = [out[0]]
 
@@ -125,8 +147,8 @@ class _AssistantExpansion:
 
     def expand(self, parents: Sequence[int], tokens: Sequence[int]) -> torch.Tensor:
         states = torch.stack([self._states[p] for p in parents])
-        logits, out = self.runner.run(tokens, states)
-        self.calls += -(-len(tokens) // self.runner.width)
+        logits, out = self.step(tokens, states)
+        self.calls += self.step.calls(len(tokens))
         self._states.extend(out)
         return logits
 
@@ -135,7 +157,7 @@ class Gemma4AssistantMethod(DraftMethod):
     """The Gemma 4 assistant exported into the target (``export target --assistant``); in
     reference mode ``--draft`` is the assistant's checkpoint folder."""
 
-    name = "gemma4-assistant"
+    name = GEMMA4_ASSISTANT_METHOD
     help = (
         "the Gemma 4 assistant exported into the target (with --reference, --draft is the "
         "assistant's checkpoint folder)"
@@ -143,10 +165,7 @@ class Gemma4AssistantMethod(DraftMethod):
 
     def check(self, spec: RunnerSpec) -> None:
         if not spec.reference and spec.draft is not None:
-            raise EtspecError(
-                "--draft-method gemma4-assistant drafts with the assistant inside the target "
-                ".pte (etspec export target --assistant); drop --draft"
-            )
+            raise EtspecError(message("assistant_with_draft"))
         if spec.reference and spec.draft is None:
             raise EtspecError(
                 "--draft-method gemma4-assistant with --reference needs --draft ASSISTANT_DIR"

@@ -7,11 +7,12 @@ from typing import Any
 
 import torch
 
-from etspec.contract import TargetMetadata
+from etspec.contract import DEFAULT_KV_STRATEGY, TargetMetadata, message
 from etspec.errors import EtspecError
 from etspec.runtime.generator import GenerationContext, TokenSink
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler, check_replayable
+from etspec.runtime.speculative.costs import measure_costs
 from etspec.runtime.speculative.draft_runner import (
     Acceptance,
     Proposal,
@@ -37,7 +38,7 @@ class SpeculativeTokenGenerator:
         draft: SpeculativeDraftRunner,
         target: TargetMetadata,
         tree: TreePolicy | int = 3,
-        kv_strategy: str = "position-overwrite",
+        kv_strategy: str = DEFAULT_KV_STRATEGY,
         verifier: Verifier | None = None,
     ) -> None:
         policy = ChainShape(tree) if isinstance(tree, int) else tree
@@ -85,11 +86,13 @@ class SpeculativeTokenGenerator:
             stats.draft_calls += draft.prefill(
                 ctx.prompt, ctx.first_token, ctx.prefill.hidden if needs_hidden else None
             )
-        kv = SpecKVCacheManager(ctx.target, self.kv_strategy, len(ctx.prompt), ctx.reference)
+        if policy.needs_costs():  # --tree auto's cost model: timed once, before any step
+            policy.use_costs(measure_costs(ctx.target, draft))
+        kv = SpecKVCacheManager(ctx.target, self.kv_strategy, len(ctx.prompt))
         vocab = self.target.vocab_size
         root = ctx.first_token
         while sink.remaining > 0:
-            shape = policy.choose()  # the dispatcher may calibrate here: not a step's time
+            shape = policy.choose()
             t0 = time.perf_counter()
             # Never draft past the budget: a step emits its accepted path + one token.
             height = sink.remaining - 1
@@ -98,7 +101,7 @@ class SpeculativeTokenGenerator:
             stats.draft_calls += proposal.calls
             with stats.stage("tensorize"):
                 tree = DraftTree.build(root, proposal.tokens, proposal.parents)
-                if ctx.reference:
+                if ctx.target.reference:
                     tree.check(vocab)
                 method, inputs = kv.verify_inputs(tree)
             position = kv.committed
@@ -154,8 +157,11 @@ def check_shape_fits(shape: TreeShape, target: TargetMetadata) -> None:
     need = shape.cost.max_nodes + 1
     if need > target.verify_width:
         raise EtspecError(
-            f"tree {shape} has up to {shape.cost.max_nodes} draft tokens and needs a verify "
-            f"width of {need}; the target was exported with {target.verify_width}. Use a "
-            "smaller tree (--num-spec-tokens, --total-tokens, --static-tree) or re-export "
-            "the target with a larger --verify-width"
+            message(
+                "tree_too_wide",
+                name=shape.name,
+                nodes=shape.cost.max_nodes,
+                need=need,
+                width=target.verify_width,
+            )
         )

@@ -31,9 +31,11 @@ import torch
 from etspec.contract import (
     KV_STRATEGIES,
     MASK_MIN,
+    POSITION_OVERWRITE,
     TARGET_COMMIT,
     TARGET_DECODE,
     TargetMetadata,
+    message,
 )
 from etspec.errors import EtspecError
 from etspec.runtime.masks import MaskLayout
@@ -48,19 +50,21 @@ class KVInvariantError(EtspecError):
 def check_kv_strategy(meta: TargetMetadata, strategy: str) -> None:
     if strategy not in KV_STRATEGIES:
         raise EtspecError(
-            f"unknown KV strategy {strategy!r}; choose one of {', '.join(KV_STRATEGIES)}"
+            message(
+                "unknown_choice",
+                what="KV strategy",
+                value=strategy,
+                choices=", ".join(KV_STRATEGIES),
+            )
         )
     if strategy not in meta.kv_strategies.split(","):
         raise EtspecError(
-            f"this target artifact does not support KV strategy {strategy!r} "
-            f"(it supports {meta.kv_strategies}); pick another --kv"
+            message("kv_strategy_unsupported", strategy=strategy, supported=meta.kv_strategies)
         )
 
 
 class SpecKVCacheManager:
-    def __init__(
-        self, program: Program, strategy: str, committed: int, reference: bool = False
-    ) -> None:
+    def __init__(self, program: Program, strategy: str, committed: int) -> None:
         meta = program.metadata
         assert isinstance(meta, TargetMetadata)
         check_kv_strategy(meta, strategy)
@@ -73,9 +77,8 @@ class SpecKVCacheManager:
         self._rows = torch.arange(meta.verify_width)
         self._layout = MaskLayout.of(meta)
         self._slots = torch.empty(0, dtype=torch.long)
-        # Reference mode checks the invariant after every step against the live cache.
-        tensors = getattr(program, "cache_tensors", None)
-        self._cache = tensors() if (reference and tensors is not None) else []
+        # The reference program checks the invariant after every step against its live cache.
+        self._cache = program.cache_tensors() if program.reference else []
         self._snapshot: list[torch.Tensor] = []
 
     def verify_inputs(self, tree: DraftTree) -> tuple[str, tuple[torch.Tensor, ...]]:
@@ -96,7 +99,7 @@ class SpecKVCacheManager:
             band = self._layout.band(c, mask.shape[-1])
             return TARGET_DECODE, (tree.tokens[:1], position, mask, *band)
         k = self.meta.verify_width_for(m1)
-        in_place = self.strategy == "position-overwrite"
+        in_place = self.strategy == POSITION_OVERWRITE
         base = c if in_place else self.max_context
         slots = base + self._rows[:k]
         width = self._layout.width(c + k if in_place else c)

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from etspec.contract import TargetMetadata
+from etspec.contract import (
+    DEFAULT_CHAIN_LENGTH,
+    STATIC_TREE_MAX_NODES,
+    TargetMetadata,
+    message,
+)
 from etspec.errors import EtspecError
-from etspec.runtime.speculative.costs import StepCosts
 from etspec.runtime.speculative.dispatcher import AutoTree
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.shapes import ChainShape, TreePolicy, TreeShape
@@ -63,27 +66,25 @@ class TreeSettings:
     """User-facing tree options (``--tree`` and friends), resolved per artifact."""
 
     mode: str = "auto"
-    num_spec_tokens: int = 3  # chain length
+    num_spec_tokens: int = DEFAULT_CHAIN_LENGTH  # chain length
     static_tree: str | None = None  # D3xBF2 / N8 / JSON choices (default: N fills K - 1)
     depth: int | None = None  # dynamic: expansion passes (EAGLE repo); default from K
     topk: int | None = None
     total_tokens: int | None = None  # dynamic: nodes incl. the root; default K
 
-    def policy(
-        self,
-        target: TargetMetadata,
-        branching: bool,
-        calibrate: Callable[[], StepCosts] | None = None,
-    ) -> TreePolicy:
+    def policy(self, target: TargetMetadata, branching: bool) -> TreePolicy:
         if self.mode not in TREE_MODES:
             raise EtspecError(
-                f"unknown --tree {self.mode!r}; choose one of {', '.join(TREE_MODES)}"
+                message(
+                    "unknown_choice", what="--tree", value=self.mode, choices=", ".join(TREE_MODES)
+                )
             )
         if self.mode == "chain":
             return ChainShape(self.num_spec_tokens)
         if self.mode == "static":
             if self.static_tree is None:
-                return StaticTree.pruned(max(1, min(target.verify_width - 1, 15)))
+                nodes = min(target.verify_width - 1, STATIC_TREE_MAX_NODES)
+                return StaticTree.pruned(max(1, nodes))
             return StaticTree.parse(self.static_tree)
         if self.mode == "dynamic":
             base = default_dynamic(target.verify_width)
@@ -92,4 +93,4 @@ class TreeSettings:
                 topk=base.topk if self.topk is None else self.topk,
                 total_tokens=base.total_tokens if self.total_tokens is None else self.total_tokens,
             )
-        return AutoTree(auto_candidates(target, branching), target.verify_widths, calibrate)
+        return AutoTree(auto_candidates(target, branching), target.verify_widths)

@@ -15,13 +15,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
+from etspec.contract import message
 from etspec.errors import EtspecError
 from etspec.runtime.sampling import Sampler
 from etspec.runtime.speculative.draft_runner import Proposal
+
+if TYPE_CHECKING:
+    from etspec.runtime.speculative.costs import StepCosts
 
 
 class Expander(Protocol):
@@ -82,6 +86,14 @@ class TreePolicy(ABC):
     def observe(self, shape: TreeShape, step: StepOutcome) -> None:  # noqa: B027
         """Feedback after a step of ``shape``."""
 
+    def needs_costs(self) -> bool:
+        """Whether the generator should measure the step costs (``costs.measure_costs``)
+        and hand them over (``use_costs``) before the next step; a fixed shape never does."""
+        return False
+
+    def use_costs(self, costs: StepCosts) -> None:  # noqa: B027
+        """The measured cost of each method a step runs, on this machine."""
+
     def report(self) -> dict[str, dict[str, float]] | None:
         """What the policy measured per candidate (``--tree auto``); None for a fixed one."""
         return None
@@ -121,7 +133,7 @@ class ChainShape(TreeShape):
 
     def __init__(self, length: int) -> None:
         if length < 1:
-            raise EtspecError(f"--num-spec-tokens (chain length) must be at least 1, got {length}")
+            raise EtspecError(message("chain_length", value=length))
         self.length = length
         self.name = f"chain{length}"
 

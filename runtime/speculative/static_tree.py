@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 
+from etspec.contract import DEFAULT_RANK_ACCEPT, message
 from etspec.errors import EtspecError
 from etspec.runtime.sampling import Sampler
 from etspec.runtime.speculative.draft_runner import Proposal
@@ -25,23 +26,18 @@ from etspec.runtime.speculative.shapes import Expander, ShapeCost, TreeShape, to
 
 Path = tuple[int, ...]
 
-#: Prior probability that the draft's rank-r token is the one the target picks, per level,
-#: used to prune trees by node count. A prior, not a measurement: pass measured values
-#: (e.g. a benchmark's accept_pos by rank) for a tree fitted to a real pair.
-DEFAULT_RANK_ACCEPT = (0.7, 0.15, 0.06, 0.03)
-
 
 class StaticTree(TreeShape):
     def __init__(self, choices: Iterable[Sequence[int]], name: str | None = None) -> None:
         paths = sorted({tuple(int(r) for r in c) for c in choices}, key=lambda p: (len(p), p))
         if not paths:
-            raise EtspecError("a static tree needs at least one node")
+            raise EtspecError(message("static_tree_empty"))
         present = set(paths)
         for p in paths:
             if not p or min(p) < 0:
-                raise EtspecError(f"tree choice {list(p)} must be a non-empty list of ranks >= 0")
+                raise EtspecError(message("tree_choice_ranks", path=list(p)))
             if len(p) > 1 and p[:-1] not in present:
-                raise EtspecError(f"tree choice {list(p)} has no parent {list(p[:-1])}")
+                raise EtspecError(message("tree_choice_parent", path=list(p), parent=list(p[:-1])))
         self.choices: list[Path] = paths
         self.name = name or f"static{len(paths)}"
 
@@ -49,7 +45,7 @@ class StaticTree(TreeShape):
     def full(cls, depth: int, branching: int) -> StaticTree:
         """Every path of at most ``depth`` ranks below ``branching``."""
         if depth < 1 or branching < 1:
-            raise EtspecError("a full tree needs depth >= 1 and branching >= 1")
+            raise EtspecError(message("full_tree"))
         level: list[Path] = [()]
         paths: list[Path] = []
         for _ in range(depth):
@@ -67,7 +63,7 @@ class StaticTree(TreeShape):
         """The ``nodes`` paths of highest prior acceptance (product of per-rank priors),
         found best-first so the result is closed under parents."""
         if nodes < 1:
-            raise EtspecError(f"a pruned tree needs at least 1 node, got {nodes}")
+            raise EtspecError(message("pruned_tree", nodes=nodes))
         if not rank_accept or not all(0 < a <= 1 for a in rank_accept):
             raise EtspecError("rank acceptance priors must be in (0, 1]")
         frontier: list[tuple[float, int, Path]] = [(-rank_accept[0], 1, (0,))]
@@ -100,10 +96,7 @@ class StaticTree(TreeShape):
                 raise ValueError
             return cls(choices)
         except (ValueError, TypeError):
-            raise EtspecError(
-                f"cannot read static tree {spec!r}: use D<depth>xBF<branching> (e.g. D3xBF2), "
-                "N<nodes> (e.g. N8) or a JSON list of rank paths (e.g. [[0],[1],[0,0]])"
-            ) from None
+            raise EtspecError(message("static_tree_unreadable", spec=spec)) from None
 
     @property
     def cost(self) -> ShapeCost:

@@ -161,16 +161,6 @@ class DraftTree:
         if not torch.equal(self.mask, want):
             raise TreeError("tree mask differs from the ancestor relation")
 
-    def children(self, node: int) -> list[int]:
-        rows = (self.parents == node) & self.valid
-        rows[0] = False  # the root is its own parent, not its own child
-        return rows.nonzero().flatten().tolist()
-
-    def path(self, node: int) -> list[int]:
-        """Rows from the root to ``node``, both included."""
-        col = self.ancestor_table[:, node].tolist()
-        return col[: int(self.depth[node]) + 1][::-1]
-
 
 @functools.lru_cache(maxsize=512)
 def _shape(parents: tuple[int, ...]) -> tuple[torch.Tensor, ...]:

@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from etspec.contract import DEFAULT_KV_STRATEGY
 from etspec.errors import EtspecError
 from etspec.runtime.runner import GenerationResult, TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
@@ -38,7 +39,7 @@ class CppRunner(OutsidePeer):
         base: TextLLMRunner,
         method_args: Sequence[str] = (),
         tree_args: Sequence[str] = (),
-        kv_strategy: str = "position-overwrite",
+        kv_strategy: str = DEFAULT_KV_STRATEGY,
     ) -> None:
         """``method_args``: the draft method's arguments (``DraftMethod.cpp_args``); none:
         target-only."""

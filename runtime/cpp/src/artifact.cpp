@@ -32,12 +32,6 @@ std::string message(const std::string& key, const std::map<std::string, std::str
 
 namespace {
 
-std::string join(const std::vector<int64_t>& v) {
-  std::ostringstream out;
-  for (size_t i = 0; i < v.size(); ++i) out << (i ? ", " : "") << v[i];
-  return out.str();
-}
-
 // Python's repr of the raw constant-method outputs, for the bad_metadata message.
 std::string repr(const std::vector<EValue>& raw) {
   std::ostringstream out;
@@ -77,12 +71,14 @@ void read_value(const char* name, const std::vector<EValue>& raw, std::vector<in
   }
 }
 
-int64_t narrowest(const std::vector<int64_t>& widths, int64_t rows, const char* what) {
+int64_t narrowest(const std::vector<int64_t>& widths, int64_t rows, const char* method) {
   for (int64_t w : widths) {
     if (w >= rows) return w;
   }
-  throw Error(std::to_string(rows) + " " + what + " rows exceed the widest compiled " + what +
-              " width " + std::to_string(widths.empty() ? 0 : widths.back()));
+  throw Error(message("width_exceeded",
+                      {{"rows", std::to_string(rows)},
+                       {"method", method},
+                       {"widest", std::to_string(widths.empty() ? 0 : widths.back())}}));
 }
 
 uint64_t le64(const unsigned char* p) {
@@ -153,17 +149,10 @@ void check_artifact(const std::string& path) {
   }
 }
 
-// The widest method is `base`; narrower ones are `base_<width>` (contract.py's names).
-std::string width_method(const char* base, int64_t width, int64_t widest) {
-  return width == widest ? base : std::string(base) + "_" + std::to_string(width);
-}
-
 }  // namespace
 
 int64_t MaskLayout::width(int64_t needed) const {
-  const int64_t g = contract::kMaskGranule;
-  const int64_t n = std::max<int64_t>(1, (needed + g - 1) / g * g);
-  return std::min(max_context, n) + scratch();
+  return contract::mask_width(needed, max_context, cache_size);
 }
 
 std::vector<float> MaskLayout::causal(const std::vector<int64_t>& positions,
@@ -184,9 +173,8 @@ std::vector<float> MaskLayout::causal(const std::vector<int64_t>& positions,
 
 std::vector<int64_t> MaskLayout::band(int64_t lowest, int64_t width) const {
   if (window <= 0) return {};
-  const int64_t g = contract::kMaskGranule, n = committed(width);
-  const int64_t lo = std::max<int64_t>(0, lowest - window + 1) / g * g;
-  const int64_t start = std::max<int64_t>(0, std::min(lo, n - 2));
+  const int64_t n = committed(width);
+  const int64_t start = contract::band_start(lowest, n, window);
   std::vector<int64_t> slots = iota(start, n - start);
   for (int64_t s = max_context; s < cache_size; ++s) slots.push_back(s);
   return slots;
@@ -199,22 +187,22 @@ std::vector<int64_t> iota(int64_t start, int64_t n) {
 }
 
 std::string TargetMetadata::verify_method(int64_t width) const {
-  return width_method(contract::kTARGET_VERIFY, width, verify_width);
+  return contract::width_method(contract::kTARGET_VERIFY, width, verify_width);
 }
 int64_t TargetMetadata::verify_width_for(int64_t rows) const {
-  return narrowest(verify_widths, rows, "verify");
+  return narrowest(verify_widths, rows, contract::kTARGET_VERIFY);
 }
 std::string TargetMetadata::hidden_spec() const {
-  return hidden_state_point + "[" + join(hidden_state_layers) + "]";  // str(HiddenStateSpec)
+  return contract::hidden_spec_text(hidden_state_point, hidden_state_layers);
 }
 std::string DraftMetadata::extend_method(int64_t width) const {
-  return width_method(contract::kDRAFT_EXTEND, width, extend_width);
+  return contract::width_method(contract::kDRAFT_EXTEND, width, extend_width);
 }
 int64_t DraftMetadata::extend_width_for(int64_t rows) const {
-  return narrowest(extend_widths, rows, "extend");
+  return narrowest(extend_widths, rows, contract::kDRAFT_EXTEND);
 }
 std::string DraftMetadata::hidden_spec() const {
-  return hidden_state_point + "[" + join(hidden_state_layers) + "]";
+  return contract::hidden_spec_text(hidden_state_point, hidden_state_layers);
 }
 
 Program::Program(const std::string& path, const std::string& expect, bool weight_cache)
@@ -244,23 +232,25 @@ Program::Program(const std::string& path, const std::string& expect, bool weight
     throw Error(message("cannot_load", {{"path", path}, {"error", "no method table"}}));
   }
   methods_.assign(names->begin(), names->end());
-  if (!has_method("artifact_kind")) throw Error(message("not_etspec", {{"path", path}}));
-  const auto kind_raw = constant("artifact_kind");
+  if (!has_method(contract::kArtifactKind)) throw Error(message("not_etspec", {{"path", path}}));
+  const auto kind_raw = constant(contract::kArtifactKind);
   if (kind_raw.size() != 1 || !kind_raw[0].isString()) {
     throw Error(message("not_etspec", {{"path", path}}));
   }
   const std::string kind(kind_raw[0].toString());
-  if (kind != "target" && kind != "draft") {
+  if (kind != contract::kTargetKind && kind != contract::kDraftKind) {
     throw Error(message("unknown_kind", {{"path", path}, {"kind", kind}}));
   }
   if (kind != expect) {
     throw Error(message("wrong_kind", {{"path", path}, {"kind", kind}, {"expected", expect}}));
   }
-  if (!has_method("format_version")) throw Error(message("no_version", {{"path", path}}));
+  if (!has_method(contract::kFormatVersionField)) {
+    throw Error(message("no_version", {{"path", path}}));
+  }
   int64_t version = 0;
-  read_value("format_version", constant("format_version"), version);
+  read_value(contract::kFormatVersionField, constant(contract::kFormatVersionField), version);
   if (version != contract::kFormatVersion) {
-    throw Error(message("format_version",
+    throw Error(message("wrong_format_version",
                         {{"path", path},
                          {"version", std::to_string(version)},
                          {"expected", std::to_string(contract::kFormatVersion)}}));
@@ -268,7 +258,7 @@ Program::Program(const std::string& path, const std::string& expect, bool weight
 #define ETSPEC_READ(name, kind)                                                    \
   if (!has_method(#name)) throw Error(message("missing_metadata", {{"name", #name}})); \
   read_value(#name, constant(#name), md.name);
-  if (kind == "target") {
+  if (kind == contract::kTargetKind) {
     auto& md = target;
     ETSPEC_TARGET_FIELDS(ETSPEC_READ)
   } else {
@@ -336,13 +326,13 @@ void check_pair(const TargetMetadata& target, const DraftMetadata& draft) {
   ETSPEC_PAIR_CHECKS(ETSPEC_PAIR)
 #undef ETSPEC_PAIR
   if (draft.hidden_spec() != target.hidden_spec()) {
-    mismatch("hidden-state descriptor", draft.hidden_spec(), target.hidden_spec());
+    mismatch(contract::kHiddenSpecCheck, draft.hidden_spec(), target.hidden_spec());
   }
   if (!draft.target_tokenizer_sha256.empty() && !target.tokenizer_sha256.empty() &&
       draft.target_tokenizer_sha256 != target.tokenizer_sha256) {
     throw Error(message("tokenizer_mismatch",
-                        {{"expected", draft.target_tokenizer_sha256.substr(0, 12)},
-                         {"actual", target.tokenizer_sha256.substr(0, 12)}}));
+                        {{"expected", draft.target_tokenizer_sha256.substr(0, contract::kDigestShown)},
+                         {"actual", target.tokenizer_sha256.substr(0, contract::kDigestShown)}}));
   }
 }
 

@@ -7,7 +7,7 @@ namespace etspec {
 Eagle3Draft::Eagle3Draft(Program& program, const TargetMetadata& target)
     : program_(program), meta_(program.draft) {
   target_vocab_ = target.vocab_size;
-  if (meta_.draft_method != "eagle3") {
+  if (meta_.draft_method != contract::kEagle3) {
     throw Error(program.path() + ": draft method '" + meta_.draft_method +
                 "' is not supported by this runner (eagle3)");
   }
@@ -15,14 +15,14 @@ Eagle3Draft::Eagle3Draft(Program& program, const TargetMetadata& target)
   const auto d2t = program.constant(contract::kDRAFT_D2T);
   if (d2t.size() != 1 || !d2t[0].isTensor() ||
       d2t[0].toTensor().numel() != meta_.draft_vocab_size) {
-    throw Error(program.path() + ": draft_d2t does not match the draft vocabulary");
+    throw Error(message("d2t_size", {{"path", program.path()}}));
   }
   const int64_t* offsets = d2t[0].toTensor().const_data_ptr<int64_t>();
   target_ids_.resize(meta_.draft_vocab_size);
   for (int64_t i = 0; i < meta_.draft_vocab_size; ++i) {
     target_ids_[i] = i + offsets[i];
     if (target_ids_[i] < 0 || target_ids_[i] >= target_vocab_) {
-      throw Error(program.path() + ": draft_d2t maps outside the target vocabulary");
+      throw Error(message("d2t_range", {{"path", program.path()}}));
     }
   }
 }
@@ -35,17 +35,17 @@ void Eagle3Draft::check_shape(const std::string& name, int64_t fed_nodes) const 
   // Fed nodes take scratch slots, and a call's pad rows the slots after them.
   const int64_t need = fed_nodes + meta_.step_width;
   if (need > scratch()) {
-    throw Error("tree " + name + " feeds " + std::to_string(fed_nodes) +
-                " draft nodes per step, the draft artifact has " + std::to_string(scratch()) +
-                " scratch slots (step width " + std::to_string(meta_.step_width) +
-                "); use a smaller tree or re-export the draft with --scratch " +
-                std::to_string(need));
+    throw Error(message("draft_scratch", {{"name", name},
+                                          {"fed", std::to_string(fed_nodes)},
+                                          {"scratch", std::to_string(scratch())},
+                                          {"step_width", std::to_string(meta_.step_width)},
+                                          {"need", std::to_string(need)}}));
   }
 }
 
 void Eagle3Draft::memory(std::map<std::string, int64_t>& out) const {
-  out["draft_weights_bytes"] = program_.weights_bytes;
-  out["draft_kv_bytes"] = meta_.kv_cache_bytes;
+  out[contract::kDraftWeightsBytes] = program_.weights_bytes;
+  out[contract::kDraftKvBytes] = meta_.kv_cache_bytes;
 }
 
 void Eagle3Draft::reset() {
@@ -118,8 +118,7 @@ std::vector<std::vector<float>> Expansion::expand(const std::vector<int64_t>& pa
   for (size_t lo = 0; lo < parents.size(); lo += w) {
     const int64_t n = std::min<int64_t>(w, parents.size() - lo), first = fed_;
     if (first + w > scratch) {
-      throw Error("tree needs more than the draft's " + std::to_string(scratch) +
-                  " scratch slots");
+      throw Error(message("scratch_exhausted", {{"scratch", std::to_string(scratch)}}));
     }
     // Pad rows copy the root: finite inputs, outputs never read, slots never seen.
     std::vector<int64_t> index(w, 0), ids(w, 0), positions(w, pos);
@@ -156,10 +155,9 @@ std::vector<std::vector<float>> Expansion::expand(const std::vector<int64_t>& pa
 
 Gemma4Assistant::Gemma4Assistant(Program& target)
     : program_(target), width_(target.target.assistant_step_width) {
-  if (target.target.assistant != "gemma4_assistant" || !target.has_method(contract::kASSISTANT_STEP)) {
-    throw Error(
-        "this target artifact holds no Gemma 4 assistant; export it with `etspec export target "
-        "DIR --assistant ASSISTANT_DIR`");
+  if (target.target.assistant != contract::kGemma4Assistant ||
+      !target.has_method(contract::kASSISTANT_STEP)) {
+    throw Error(message("no_assistant", {}));
   }
   target_vocab_ = target.target.vocab_size;
   target_ids_ = iota(0, target_vocab_);

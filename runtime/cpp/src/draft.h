@@ -108,7 +108,7 @@ class Gemma4Assistant : public Drafter {
                  const std::vector<float>& hidden) override;
   std::unique_ptr<Expander> expansion() override;
   void check_shape(const std::string&, int64_t) const override {}
-  void memory(std::map<std::string, int64_t>& out) const override { out["draft_kv_bytes"] = 0; }
+  void memory(std::map<std::string, int64_t>& out) const override { out[contract::kDraftKvBytes] = 0; }
   // Logits [n][V] and output states [n][Hb] of `tokens` fed `states`, in step-width calls.
   void run(const std::vector<int64_t>& tokens, const std::vector<float>& states,
            std::vector<std::vector<float>>& logits, std::vector<float>& out);

@@ -10,9 +10,6 @@ namespace etspec {
 
 namespace {
 
-constexpr const char* kStages[] = {"prefill", "decode",  "draft", "tensorize",
-                                   "verify",  "accept", "commit"};
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -42,13 +39,13 @@ class Sink {
       if (static_cast<int64_t>(take.size()) >= remaining()) break;
       take.push_back(t);
       if (eos_.count(t)) {
-        stop = "eos";
+        stop = contract::kStopEos;
         break;
       }
     }
     tokens.insert(tokens.end(), take.begin(), take.end());
     if (callback_) callback_(take);
-    if (stop.empty() && static_cast<int64_t>(tokens.size()) >= max_new_) stop = "max_new_tokens";
+    if (stop.empty() && static_cast<int64_t>(tokens.size()) >= max_new_) stop = contract::kStopBudget;
     return stop.empty();
   }
   std::vector<int64_t> tokens;
@@ -61,7 +58,7 @@ class Sink {
 };
 
 Stats::Stats() {
-  for (const char* s : kStages) stage_s[s] = 0.0;
+  for (const char* s : contract::kStages) stage_s[s] = 0.0;
 }
 
 void Stats::record_verify(int64_t proposed, int64_t accepted, int64_t height,
@@ -78,51 +75,43 @@ void Stats::record_verify(int64_t proposed, int64_t accepted, int64_t height,
   for (int64_t i = 0; i < accepted; ++i) ++accept_pos[i];
 }
 
+namespace {
+
+void write_json(std::ostream& o, int64_t v) { o << v; }
+void write_json(std::ostream& o, double v) { o << v; }
+void write_json(std::ostream& o, const std::vector<int64_t>& v) {
+  o << "[";
+  for (size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
+  o << "]";
+}
+template <typename T>
+void write_json(std::ostream& o, const std::map<std::string, T>& m) {
+  o << "{";
+  bool first = true;
+  for (const auto& [k, v] : m) {
+    o << (first ? "" : ", ") << "\"" << k << "\": " << v;
+    first = false;
+  }
+  o << "}";
+}
+
+}  // namespace
+
 std::string Stats::to_json() const {
   std::ostringstream o;
   o.precision(9);
-  auto list = [&](const std::vector<int64_t>& v) {
-    o << "[";
-    for (size_t i = 0; i < v.size(); ++i) o << (i ? ", " : "") << v[i];
-    o << "]";
-  };
-  const double accept_length = verify_calls ? double(accepted_tokens) / verify_calls : 0.0;
-  const double decode_s = std::max(total_s - ttft_s, 0.0);
-  const int64_t after_first = generated_tokens - 1;
-  o << "{\"prompt_tokens\": " << prompt_tokens << ", \"generated_tokens\": " << generated_tokens
-    << ", \"prefill_calls\": " << prefill_calls << ", \"decode_calls\": " << decode_calls
-    << ", \"verify_calls\": " << verify_calls << ", \"draft_calls\": " << draft_calls
-    << ", \"commit_calls\": " << commit_calls << ", \"drafted_tokens\": " << drafted_tokens
-    << ", \"accepted_tokens\": " << accepted_tokens
-    << ", \"rejected_tokens\": " << drafted_tokens - accepted_tokens
-    << ", \"acceptance_rate\": " << (drafted_tokens ? double(accepted_tokens) / drafted_tokens : 0.0)
-    << ", \"accept_length\": " << accept_length
-    << ", \"tpc\": " << (verify_calls ? accept_length + 1.0 : 0.0) << ", \"accept_pos\": ";
-  list(accept_pos);
-  o << ", \"proposed_pos\": ";
-  list(proposed_pos);
-  o << ", \"shape_steps\": {";
-  bool first = true;
-  for (const auto& [k, v] : shape_steps) {
-    o << (first ? "" : ", ") << "\"" << k << "\": " << v;
-    first = false;
-  }
-  o << "}, \"stage_s\": {";
-  first = true;
-  for (const char* s : kStages) {
-    o << (first ? "" : ", ") << "\"" << s << "\": " << stage_s.at(s);
-    first = false;
-  }
-  o << "}, \"ttft_s\": " << ttft_s
-    << ", \"tpot_s\": " << (after_first > 0 ? decode_s / after_first : 0.0)
-    << ", \"total_s\": " << total_s << ", \"tokens_per_s\": "
-    << (after_first > 0 && decode_s > 0 ? after_first / decode_s : 0.0) << ", \"memory\": {";
-  first = true;
-  for (const auto& [k, v] : memory) {
-    o << (first ? "" : ", ") << "\"" << k << "\": " << v;
-    first = false;
-  }
-  o << "}}";
+  const char* sep = "{";
+#define ETSPEC_COUNTED(name) name
+#define ETSPEC_DERIVED(name) name()
+#define ETSPEC_FIELD(name, kind)        \
+  o << sep << "\"" #name "\": ";        \
+  write_json(o, ETSPEC_##kind(name)); \
+  sep = ", ";
+  ETSPEC_STATS_FIELDS(ETSPEC_FIELD)
+#undef ETSPEC_FIELD
+#undef ETSPEC_DERIVED
+#undef ETSPEC_COUNTED
+  o << "}";
   return o.str();
 }
 
@@ -150,44 +139,40 @@ Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOption
   // Everything a caller can get wrong is checked before any state changes; the messages
   // are runtime/runner.py's.
   const int64_t limit = meta_.max_context, n = prompt.size();
-  if (prompt.empty()) throw Error("empty prompt: give at least one token");
+  if (prompt.empty()) throw Error(message("empty_prompt", {}));
   for (int64_t t : prompt) {
     if (t < 0 || t >= meta_.vocab_size) {
-      throw Error("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
-                  std::to_string(meta_.vocab_size) + ")");
+      throw Error(message("token_outside_vocab", {{"token", std::to_string(t)},
+                                                  {"vocab", std::to_string(meta_.vocab_size)}}));
     }
   }
   if (options.max_new_tokens < 1) {
-    throw Error("max_new_tokens must be at least 1, got " +
-                std::to_string(options.max_new_tokens));
+    throw Error(message("max_new_tokens_low", {{"value", std::to_string(options.max_new_tokens)}}));
   }
   if (n >= limit) {
-    throw Error("prompt of " + std::to_string(n) + " tokens does not fit the context of " +
-                std::to_string(limit) +
-                " (it needs room for at least one new token); shorten it or export with a "
-                "larger --max-seq");
+    throw Error(message("prompt_fills_context",
+                        {{"tokens", std::to_string(n)}, {"limit", std::to_string(limit)}}));
   }
   if (n + options.max_new_tokens > limit) {
-    throw Error("prompt of " + std::to_string(n) + " tokens + max_new_tokens " +
-                std::to_string(options.max_new_tokens) + " exceeds the context of " +
-                std::to_string(limit) + "; lower max_new_tokens to at most " +
-                std::to_string(limit - n) + " or export with a larger --max-seq");
+    throw Error(message("prompt_exceeds_context",
+                        {{"tokens", std::to_string(n)},
+                         {"max_new", std::to_string(options.max_new_tokens)},
+                         {"limit", std::to_string(limit)},
+                         {"room", std::to_string(limit - n)}}));
   }
   if (options.shape != nullptr) {
     const Shape& shape = *options.shape;
     if (!draft_) throw Error("speculative decoding needs a draft: pass --draft DRAFT.pte");
     const std::string strategies = "," + meta_.kv_strategies + ",";
     if (strategies.find("," + options.kv_strategy + ",") == std::string::npos) {
-      throw Error("this target artifact does not support KV strategy '" + options.kv_strategy +
-                  "' (it supports " + meta_.kv_strategies + "); pick another --kv");
+      throw Error(message("kv_strategy_unsupported", {{"strategy", options.kv_strategy},
+                                                      {"supported", meta_.kv_strategies}}));
     }
     if (shape.max_nodes + 1 > meta_.verify_width) {
-      throw Error("tree " + shape.name + " has up to " + std::to_string(shape.max_nodes) +
-                  " draft tokens and needs a verify width of " +
-                  std::to_string(shape.max_nodes + 1) + "; the target was exported with " +
-                  std::to_string(meta_.verify_width) +
-                  ". Use a smaller tree (--num-spec-tokens, --static-tree) or re-export the "
-                  "target with a larger --verify-width");
+      throw Error(message("tree_too_wide", {{"name", shape.name},
+                                            {"nodes", std::to_string(shape.max_nodes)},
+                                            {"need", std::to_string(shape.max_nodes + 1)},
+                                            {"width", std::to_string(meta_.verify_width)}}));
     }
     draft_->check_shape(shape.name, shape.fed_nodes);
   }
@@ -207,7 +192,7 @@ Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOption
   Tensor hidden;
   std::vector<float> logits;
   {
-    StageTimer timer(stats, "prefill");
+    StageTimer timer(stats, contract::kStagePrefill);
     for (int64_t lo = 0; lo < n; lo += chunk) {
       const int64_t real = std::min(chunk, n - lo);
       std::vector<int64_t> ids(chunk, 0), positions = iota(lo, chunk), last{real - 1};
@@ -233,7 +218,7 @@ Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOption
   if (more) {
     if (options.shape != nullptr) {
       {
-        StageTimer timer(stats, "draft");
+        StageTimer timer(stats, contract::kStageDraft);
         stats.draft_calls += draft_->prefill(prompt, first, hidden);
       }
       speculate(first, n, options, sampler, stats, sink);
@@ -243,7 +228,7 @@ Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOption
         std::vector<int64_t> tok{token}, pos{position};
         std::vector<Tensor> out;
         {
-          StageTimer timer(stats, "decode");
+          StageTimer timer(stats, contract::kStageDecode);
           int64_t width = 0;
           std::vector<float> mask = layout.causal(pos, width);
           std::vector<int64_t> band = layout.band(position, width);
@@ -259,8 +244,8 @@ Result Runner::generate(const std::vector<int64_t>& prompt, const GenerateOption
   }
   stats.total_s = seconds_since(t0);
   stats.generated_tokens = sink.tokens.size();
-  stats.memory["target_weights_bytes"] = target_.weights_bytes;
-  stats.memory["target_kv_bytes"] = meta_.kv_cache_bytes;
+  stats.memory[contract::kTargetWeightsBytes] = target_.weights_bytes;
+  stats.memory[contract::kTargetKvBytes] = meta_.kv_cache_bytes;
   if (draft_) draft_->memory(stats.memory);
   result.token_ids = sink.tokens;
   result.stop_reason = sink.stop;
@@ -271,14 +256,14 @@ void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& o
                        Sampler& sampler, Stats& stats, Sink& sink) {
   const int64_t v = meta_.vocab_size, ctx = meta_.max_context;
   const MaskLayout layout{meta_.max_context, meta_.cache_size, meta_.sliding_window};
-  const bool overwrite = options.kv_strategy == "position-overwrite";
+  const bool overwrite = options.kv_strategy == contract::kPositionOverwrite;
   const Shape& shape = *options.shape;
   while (sink.remaining() > 0) {
     // Never draft past the budget: a step emits its accepted path + one token.
     const int64_t height = sink.remaining() - 1;
     Proposal proposal;
     {
-      StageTimer timer(stats, "draft");
+      StageTimer timer(stats, contract::kStageDraft);
       if (height > 0) {
         auto expansion = draft_->expansion();
         proposal = shape.grow(*expansion, height, sampler, *draft_);
@@ -295,7 +280,7 @@ void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& o
       // Tensorize (runtime/speculative/kv_cache.py): row i at slot base + i with RoPE
       // position c + depth; it sees the committed prefix, its ancestors and itself; rows
       // past the tree see only their own slot.
-      StageTimer timer(stats, "tensorize");
+      StageTimer timer(stats, contract::kStageTensorize);
       k = meta_.verify_width_for(m1);
       const int64_t base = overwrite ? c : ctx;
       slots.resize(k);
@@ -334,7 +319,7 @@ void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& o
     const bool alone = m1 == 1;
     std::vector<Tensor> out;
     {
-      StageTimer timer(stats, "verify");
+      StageTimer timer(stats, contract::kStageVerify);
       if (alone) {
         std::vector<int64_t> tok{root}, pos{c};
         std::vector<float> causal = layout.causal(pos, s);
@@ -357,7 +342,7 @@ void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& o
       // order, accept x with probability min(1, p(x)/q(x)), on rejection continue from
       // normalize(max(p - q, 0)); q is the draft's distribution for a sampled chain and a
       // point mass for a deterministic tree pick.
-      StageTimer timer(stats, "accept");
+      StageTimer timer(stats, contract::kStageAccept);
       int64_t node = 0;
       while (true) {
         int64_t accepted = -1;
@@ -410,7 +395,7 @@ void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& o
     {
       // Commit by path index: the accepted rows go to c, c + 1, ...; a path already there
       // (a chain or first-branch path under position-overwrite) needs no call.
-      StageTimer timer(stats, "commit");
+      StageTimer timer(stats, contract::kStageCommit);
       const int64_t w = meta_.verify_width, base = overwrite || alone ? c : ctx;
       std::vector<int64_t> src(w), dst(w);
       bool moved = false;
@@ -433,7 +418,7 @@ void Runner::speculate(int64_t root, int64_t committed, const GenerateOptions& o
     emitted.push_back(next);
     if (!sink.emit(emitted)) return;
     {
-      StageTimer timer(stats, "draft");
+      StageTimer timer(stats, contract::kStageDraft);
       const int64_t th = out[1].cols();
       std::vector<float> hidden(n * th);
       for (int64_t i = 0; i < n; ++i) std::copy_n(out[1].row(nodes[i]), th, &hidden[i * th]);

@@ -3,6 +3,7 @@
 // call, so greedy ids are identical and the stats mean the same.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -18,7 +19,8 @@
 
 namespace etspec {
 
-// GenerationStats of runtime/stats.py; to_json writes the same field names.
+// GenerationStats of runtime/stats.py; to_json writes contract.STATS_FIELDS in order
+// (ETSPEC_STATS_FIELDS: members for counted fields, methods for derived ones).
 struct Stats {
   int64_t prompt_tokens = 0, generated_tokens = 0, prefill_calls = 0, decode_calls = 0,
           verify_calls = 0, draft_calls = 0, commit_calls = 0, drafted_tokens = 0,
@@ -30,6 +32,19 @@ struct Stats {
   std::map<std::string, int64_t> memory;
 
   Stats();
+  int64_t rejected_tokens() const { return drafted_tokens - accepted_tokens; }
+  double acceptance_rate() const {
+    return drafted_tokens ? double(accepted_tokens) / drafted_tokens : 0.0;
+  }
+  double accept_length() const {
+    return verify_calls ? double(accepted_tokens) / verify_calls : 0.0;
+  }
+  double tpc() const { return verify_calls ? accept_length() + 1.0 : 0.0; }
+  double decode_s() const { return std::max(total_s - ttft_s, 0.0); }  // after the first token
+  double tpot_s() const { return generated_tokens > 1 ? decode_s() / (generated_tokens - 1) : 0.0; }
+  double tokens_per_s() const {
+    return generated_tokens > 1 && decode_s() > 0 ? (generated_tokens - 1) / decode_s() : 0.0;
+  }
   // One verify that checked `proposed` draft tokens in a tree `height` levels deep.
   void record_verify(int64_t proposed, int64_t accepted, int64_t height,
                      const std::string& shape);
@@ -58,10 +73,10 @@ struct Result {
 using TokenCallback = std::function<void(const std::vector<int64_t>&)>;
 
 struct GenerateOptions {
-  int64_t max_new_tokens = 128;
+  int64_t max_new_tokens = contract::kDefaultMaxNewTokens;
   bool ignore_eos = false;
   const Shape* shape = nullptr;  // null: target-only
-  std::string kv_strategy = "position-overwrite";
+  std::string kv_strategy = contract::kDefaultKvStrategy;
 };
 
 class Runner {

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <iterator>
 #include <memory>
 #include <iostream>
 #include <map>
@@ -171,20 +172,21 @@ int run(int argc, char** argv) {
   if (opt.count("--max-new-tokens")) {
     options.max_new_tokens = number<int64_t>("--max-new-tokens", opt["--max-new-tokens"]);
   }
-  const std::string method = opt.count("--draft-method") ? opt["--draft-method"] : "eagle3";
-  if (method != "eagle3" && method != "gemma4-assistant") {
-    throw UsageError("unknown --draft-method '" + method +
-                     "'; choose one of eagle3, gemma4-assistant");
+  namespace contract = etspec::contract;
+  const std::string method =
+      opt.count("--draft-method") ? opt["--draft-method"] : contract::kEagle3;
+  if (method != contract::kEagle3 && method != contract::kGemma4AssistantMethod) {
+    throw UsageError(etspec::message(
+        "unknown_choice",
+        {{"what", "--draft-method"},
+         {"value", method},
+         {"choices", std::string(contract::kEagle3) + ", " + contract::kGemma4AssistantMethod}}));
   }
-  const bool assistant = method == "gemma4-assistant";
-  if (assistant && opt.count("--draft")) {
-    throw UsageError(
-        "--draft-method gemma4-assistant drafts with the assistant inside the target .pte "
-        "(etspec export target --assistant); drop --draft");
-  }
+  const bool assistant = method == contract::kGemma4AssistantMethod;
+  if (assistant && opt.count("--draft")) throw UsageError(etspec::message("assistant_with_draft", {}));
   const bool speculative = opt.count("--draft") > 0 || assistant;
   const std::string tree = opt.count("--tree") ? opt["--tree"] : "chain";
-  int64_t length = 3;
+  int64_t length = etspec::contract::kDefaultChainLength;
   if (opt.count("--num-spec-tokens")) {
     length = number<int64_t>("--num-spec-tokens", opt["--num-spec-tokens"]);
   }
@@ -195,12 +197,20 @@ int run(int argc, char** argv) {
     throw UsageError("--tree " + tree +
                      " is not supported by the C++ runner yet; use chain or static");
   } else if (tree != "static") {
-    throw UsageError("unknown --tree '" + tree + "'; choose one of chain, static");
+    throw UsageError(etspec::message(
+        "unknown_choice", {{"what", "--tree"}, {"value", tree}, {"choices", "chain, static"}}));
   }
   if (opt.count("--kv")) options.kv_strategy = opt["--kv"];
-  if (options.kv_strategy != "position-overwrite" && options.kv_strategy != "scratch-commit") {
-    throw UsageError("unknown KV strategy '" + options.kv_strategy +
-                     "'; choose one of position-overwrite, scratch-commit");
+  if (std::find(std::begin(etspec::contract::kKvStrategies),
+                std::end(etspec::contract::kKvStrategies),
+                options.kv_strategy) == std::end(etspec::contract::kKvStrategies)) {
+    std::string choices;
+    for (const char* k : etspec::contract::kKvStrategies) {
+      choices += (choices.empty() ? "" : ", ") + std::string(k);
+    }
+    throw UsageError(etspec::message(
+        "unknown_choice",
+        {{"what", "KV strategy"}, {"value", options.kv_strategy}, {"choices", choices}}));
   }
   etspec::SamplingConfig sampling;
   if (opt.count("--temperature")) {
@@ -214,20 +224,24 @@ int run(int argc, char** argv) {
   }
   etspec::Sampler sampler(sampling);  // checks the settings before anything loads
 
-  etspec::Program target(opt["--target"], "target", weight_cache);
+  etspec::Program target(opt["--target"], etspec::contract::kTargetKind, weight_cache);
   std::unique_ptr<etspec::Program> draft;
   if (opt.count("--draft")) {
-    draft = std::make_unique<etspec::Program>(opt["--draft"], "draft", weight_cache);
+    draft = std::make_unique<etspec::Program>(opt["--draft"], etspec::contract::kDraftKind,
+                                              weight_cache);
   }
   etspec::Runner runner(target, draft.get(), assistant);
   if (!opt.count("--max-new-tokens")) {  // as `etspec generate`: 128, or what the context holds
     const int64_t room = target.target.max_context - static_cast<int64_t>(prompt.size());
-    options.max_new_tokens = std::max<int64_t>(1, std::min<int64_t>(128, room));
+    options.max_new_tokens =
+        std::max<int64_t>(1, std::min<int64_t>(etspec::contract::kDefaultMaxNewTokens, room));
   }
   if (tree == "static") {
     // The Python runtime's default static tree: the best-first pruned tree filling the
-    // widest verify (at most 15 nodes).
-    const int64_t nodes = std::max<int64_t>(1, std::min<int64_t>(target.target.verify_width - 1, 15));
+    // widest verify (at most STATIC_TREE_MAX_NODES nodes).
+    const int64_t nodes = std::max<int64_t>(
+        1, std::min<int64_t>(target.target.verify_width - 1,
+                             etspec::contract::kStaticTreeMaxNodes));
     const std::string spec = opt.count("--static-tree") ? opt["--static-tree"]
                                                         : "N" + std::to_string(nodes);
     shape = std::make_unique<etspec::StaticTree>(etspec::StaticTree::parse(spec));

@@ -13,16 +13,16 @@ namespace etspec {
 void SamplingConfig::check() const {
   if (std::isnan(temperature) || temperature < 0 || std::isinf(temperature)) {
     std::ostringstream m;
-    m << "temperature must be a finite number >= 0 (0 means greedy), got " << temperature;
-    throw Error(m.str());
+    m << temperature;
+    throw Error(message("temperature", {{"value", m.str()}}));
   }
   if (top_k < 0) {
-    throw Error("top-k must be an integer >= 0 (0 disables it), got " + std::to_string(top_k));
+    throw Error(message("top_k", {{"value", std::to_string(top_k)}}));
   }
   if (std::isnan(top_p) || !(top_p > 0 && top_p <= 1)) {
     std::ostringstream m;
-    m << "top-p must be in (0, 1], got " << top_p;
-    throw Error(m.str());
+    m << top_p;
+    throw Error(message("top_p", {{"value", m.str()}}));
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <queue>
@@ -15,9 +16,9 @@ namespace {
 
 using Path = std::vector<int64_t>;
 
-// Prior acceptance of the draft's rank-r token (runtime/speculative/static_tree.py).
-constexpr double kRankAccept[] = {0.7, 0.15, 0.06, 0.03};
-constexpr int64_t kRanks = 4;
+// Prior acceptance of the draft's rank-r token (contract.DEFAULT_RANK_ACCEPT).
+constexpr const double* kRankAccept = contract::kDefaultRankAccept;
+constexpr int64_t kRanks = std::size(contract::kDefaultRankAccept);
 
 // Indices of the n largest values; ties keep index order (torch.sort(stable=True)).
 std::vector<int64_t> top(const std::vector<float>& x, int64_t n) {
@@ -93,8 +94,7 @@ std::string path_text(const Path& p) {
 
 ChainShape::ChainShape(int64_t length) : length_(length) {
   if (length < 1) {
-    throw Error("--num-spec-tokens (chain length) must be at least 1, got " +
-                std::to_string(length));
+    throw Error(message("chain_length", {{"value", std::to_string(length)}}));
   }
   name = "chain" + std::to_string(length);
   max_nodes = length;
@@ -132,16 +132,16 @@ StaticTree::StaticTree(std::vector<Path> paths, std::string tree_name) {
   std::stable_sort(paths_.begin(), paths_.end(), [](const Path& a, const Path& b) {
     return a.size() != b.size() ? a.size() < b.size() : a < b;
   });
-  if (paths_.empty()) throw Error("a static tree needs at least one node");
+  if (paths_.empty()) throw Error(message("static_tree_empty", {}));
   std::set<Path> parents;
   for (const auto& p : paths_) {
     if (p.empty() || *std::min_element(p.begin(), p.end()) < 0) {
-      throw Error("tree choice " + path_text(p) + " must be a non-empty list of ranks >= 0");
+      throw Error(message("tree_choice_ranks", {{"path", path_text(p)}}));
     }
     if (p.size() > 1) {
       if (!present.count(parent_of(p))) {
-        throw Error("tree choice " + path_text(p) + " has no parent " +
-                    path_text(parent_of(p)));
+        throw Error(message("tree_choice_parent",
+                            {{"path", path_text(p)}, {"parent", path_text(parent_of(p))}}));
       }
       parents.insert(parent_of(p));
     }
@@ -152,7 +152,7 @@ StaticTree::StaticTree(std::vector<Path> paths, std::string tree_name) {
 }
 
 StaticTree StaticTree::full(int64_t depth, int64_t branching) {
-  if (depth < 1 || branching < 1) throw Error("a full tree needs depth >= 1 and branching >= 1");
+  if (depth < 1 || branching < 1) throw Error(message("full_tree", {}));
   std::vector<Path> level{{}}, paths;
   for (int64_t d = 0; d < depth; ++d) {
     std::vector<Path> next;
@@ -171,7 +171,7 @@ StaticTree StaticTree::full(int64_t depth, int64_t branching) {
 
 StaticTree StaticTree::pruned(int64_t nodes) {
   if (nodes < 1) {
-    throw Error("a pruned tree needs at least 1 node, got " + std::to_string(nodes));
+    throw Error(message("pruned_tree", {{"nodes", std::to_string(nodes)}}));
   }
   // Best-first by prior (heapq order of the Python runtime: probability, depth, path).
   using Entry = std::tuple<double, int64_t, Path>;
@@ -207,9 +207,7 @@ StaticTree StaticTree::parse(const std::string& spec) {
   } catch (const Error&) {
     throw;
   } catch (const std::exception&) {
-    throw Error("cannot read static tree '" + spec +
-                "': use D<depth>xBF<branching> (e.g. D3xBF2), N<nodes> (e.g. N8) or a JSON "
-                "list of rank paths (e.g. [[0],[1],[0,0]])");
+    throw Error(message("static_tree_unreadable", {{"spec", spec}}));
   }
 }
 

@@ -1,0 +1,262 @@
+"""Checkpoint -> a program's method modules and metadata: the one builder behind both
+``etspec export`` (which lowers what it returns to a ``.pte``) and the eager reference
+(``runtime/eager.py``, which runs the same modules in torch), so a ``.pte`` and its
+reference differ only in the program that executes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from etspec.artifact import sha256_hex
+from etspec.contract import (
+    DEFAULT_MAX_SEQ,
+    DRAFT_D2T,
+    GEMMA4_ASSISTANT,
+    TOKENIZER_JSON,
+    DraftMetadata,
+    HiddenStateSpec,
+    TargetMetadata,
+    check_pair,
+    default_eagle3_layers,
+)
+from etspec.errors import ExportError, MetadataMismatchError
+from etspec.models.checkpoint import load_state_dict, read_config, read_tokenizer_json
+from etspec.models.eagle3 import Eagle3Draft
+from etspec.models.gemma4_assistant import Gemma4Assistant, assistant_hidden_spec
+from etspec.models.methods import Methods, draft_methods, target_methods
+from etspec.models.quantize import quantize
+from etspec.models.target import TargetModel, target_family
+
+
+@dataclass(frozen=True)
+class TargetExportOptions:
+    """Compile-time choices of a target program (all fixed in the ``.pte``)."""
+
+    backend: str = "xnnpack"  # "eager": the reference program (runtime/eager.py)
+    dtype: str = "fp32"
+    max_seq: int | None = None  # default: default_context(the checkpoint's config)
+    prefill_chunk: int = 32
+    verify_width: int = 8  # the widest verify method
+    narrow_verify_widths: tuple[int, ...] = ()  # more verify methods, for small trees
+    hidden_layers: tuple[int, ...] | None = None  # default: EAGLE-3's (2, L//2, L-3)
+    # A Gemma 4 assistant checkpoint exported into the target (it reads the target's caches);
+    # the target then exports its final normed state as ``hidden``.
+    assistant: Path | None = None
+    assistant_step_width: int = 4  # rows of one assistant call (one tree level per call)
+
+    @property
+    def verify_widths(self) -> tuple[int, ...]:
+        return tuple(sorted({*self.narrow_verify_widths, self.verify_width}))
+
+    def check(self) -> None:
+        """Refuse option values no checkpoint could satisfy (before anything loads)."""
+        for name in ("max_seq", "prefill_chunk", "verify_width"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ExportError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.max_seq is not None:
+            check_context(self, self.max_seq)
+        if any(not 1 <= w <= self.verify_width for w in self.narrow_verify_widths):
+            raise ExportError(
+                f"verify widths {list(self.verify_widths)} must be between 1 and the widest"
+            )
+
+
+@dataclass(frozen=True)
+class DraftExportOptions:
+    """Compile-time choices of an EAGLE-3 draft program."""
+
+    backend: str = "xnnpack"  # "eager": the reference program
+    dtype: str = "fp32"
+    step_width: int = 4  # nodes drafted per call (tree top-k; 1 is a chain)
+    scratch: int = 64  # draft slots for tree nodes beyond the committed context
+
+    def check(self) -> None:
+        if self.step_width < 1 or self.scratch < self.step_width:
+            raise ExportError("--step-width must be >= 1 and --scratch >= --step-width")
+
+
+@dataclass
+class ProgramBuild:
+    """What a program is made of: its method modules (with example inputs and dynamic
+    shapes), its metadata and its constant methods."""
+
+    model: torch.nn.Module
+    meta: TargetMetadata | DraftMetadata
+    methods: Methods
+    constants: dict[str, Any] = field(default_factory=dict)  # beyond the metadata
+    # Parameter names (as the wrappers see them) that must stay outside the delegate so the
+    # file holds them once (a tied fp32 embedding: export/lowering.py).
+    keep_out: frozenset[str] = frozenset()
+
+    @property
+    def quantized(self) -> bool:
+        return self.meta.dtype != "fp32"
+
+
+def default_context(config: dict[str, Any]) -> int:
+    """The context an export gets without ``--max-seq``: what the checkpoint was trained
+    for, at most ``DEFAULT_MAX_SEQ``. A call costs what its actual context costs, so a
+    large context costs only its KV memory (``kv_cache_bytes`` in the metadata)."""
+    trained = config.get("max_position_embeddings")
+    return min(DEFAULT_MAX_SEQ, int(trained)) if trained else DEFAULT_MAX_SEQ
+
+
+def check_context(opts: TargetExportOptions, max_seq: int) -> None:
+    if opts.prefill_chunk > max_seq or opts.verify_width > max_seq:
+        raise ExportError("--prefill-chunk and --verify-width must not exceed --max-seq")
+
+
+def build_target(checkpoint: str | Path, opts: TargetExportOptions) -> TargetModel:
+    """The exportable torch module for ``checkpoint`` (also what the eager reference runs)."""
+    config = read_config(checkpoint)
+    max_seq = opts.max_seq or default_context(config)
+    check_context(opts, max_seq)
+    build = target_family(config)
+    num_layers = int(config.get("num_hidden_layers", 0))
+    layers = opts.hidden_layers or default_eagle3_layers(num_layers)
+    spec = HiddenStateSpec("layer_input", tuple(layers))
+    if opts.assistant is not None:
+        if opts.hidden_layers:
+            raise ExportError("--assistant exports the final normed state; drop --hidden-layers")
+        spec = assistant_hidden_spec(num_layers)
+    if any(not 0 <= i <= num_layers for i in layers):
+        raise ExportError(
+            f"--hidden-layers {list(layers)} outside [0, {num_layers}] for a "
+            f"{num_layers}-layer model"
+        )
+    # Scratch holds one verify window: speculative entries (scratch-commit) and pad rows.
+    scratch = max(opts.verify_width, opts.prefill_chunk)
+    model = build(checkpoint, max_seq, scratch, spec)
+    model.check_shapes(opts.verify_width)
+    return model
+
+
+def build_assistant(model: TargetModel, opts: TargetExportOptions) -> Gemma4Assistant | None:
+    """The assistant drafter of ``opts`` over ``model``'s caches, if one was asked for."""
+    if opts.assistant is None:
+        return None
+    if opts.assistant_step_width < 1:
+        raise ExportError("--assistant-step-width must be at least 1")
+    return Gemma4Assistant.from_checkpoint(opts.assistant, model)
+
+
+def target_metadata(
+    model: TargetModel, opts: TargetExportOptions, tokenizer: bytes | None
+) -> TargetMetadata:
+    meta = model.metadata(
+        prefill_chunk=opts.prefill_chunk,
+        verify_widths=opts.verify_widths,
+        dtype=opts.dtype,
+        backend=opts.backend,
+        tokenizer_sha256=sha256_hex(tokenizer),
+    )
+    if opts.assistant is None:
+        return meta
+    return replace(meta, assistant=GEMMA4_ASSISTANT, assistant_step_width=opts.assistant_step_width)
+
+
+def check_tokenizer(model: TargetModel, tokenizer: bytes | None) -> None:
+    """Refuse a tokenizer that does not encode the way the model was trained to read: a
+    family that needs <bos> (Gemma) must get it in front of every prompt (a converted
+    ``tokenizer.json`` without its post-processor silently drops it, and the model then
+    writes garbage)."""
+    bos = model.cfg.bos_token_id
+    if tokenizer is None or not model.requires_bos or bos is None:
+        return
+    from tokenizers import Tokenizer
+
+    try:
+        ids = Tokenizer.from_str(tokenizer.decode("utf-8")).encode("x").ids
+    except Exception as e:
+        raise ExportError(f"the checkpoint's tokenizer.json cannot be read ({e})") from None
+    if not ids or ids[0] != bos:
+        raise ExportError(
+            f"the checkpoint's tokenizer.json does not add <bos> (id {bos}) in front of a "
+            f"prompt, which {model.cfg.model_type} needs; add a TemplateProcessing "
+            "post-processor for it (a GGUF converted by `etspec convert gguf` has one)"
+        )
+
+
+def tied_embedding(model: TargetModel, opts: TargetExportOptions) -> frozenset[str]:
+    """The parameter names (as the method wrappers see them: ``model.``...) of a tied fp32
+    embedding, whose lm_head then runs outside the XNNPACK delegate so that the file and
+    memory hold the matrix once (export/lowering.py, ``_xnnpack_partitioner``). Quantized
+    exports quantize the lm_head on its own; nothing is shared there."""
+    if opts.dtype != "fp32" or opts.backend != "xnnpack" or not model.cfg.tie_word_embeddings:
+        return frozenset()
+    return frozenset({"model.embed_tokens.weight", "model.lm_head.weight"})
+
+
+def target_program(checkpoint: str | Path, opts: TargetExportOptions) -> ProgramBuild:
+    """Everything a target program of ``checkpoint`` (an HF folder) holds under ``opts``:
+    the model (quantized by ``opts.dtype``), its methods, metadata and tokenizer."""
+    model = build_target(checkpoint, opts)
+    tokenizer = read_tokenizer_json(checkpoint)
+    check_tokenizer(model, tokenizer)
+    assistant = build_assistant(model, opts)
+    meta = target_metadata(model, opts, tokenizer)
+    quantize(model, opts.dtype)
+    if assistant is not None:
+        quantize(assistant, opts.dtype)
+    keep_out = tied_embedding(model, opts)
+    model.head_reads_table = bool(keep_out)
+    methods = target_methods(
+        model, opts.prefill_chunk, opts.verify_widths, assistant, opts.assistant_step_width
+    )
+    constants = {TOKENIZER_JSON: tokenizer} if tokenizer is not None else {}
+    return ProgramBuild(model, meta, methods, constants, keep_out)
+
+
+def target_embedding(target_checkpoint: str | Path | None) -> torch.Tensor | None:
+    """The input embedding of a target checkpoint (for a draft that has none of its own)."""
+    if target_checkpoint is None:
+        return None
+    state = load_state_dict(target_checkpoint)
+    for key in ("model.embed_tokens.weight", "embed_tokens.weight"):
+        if key in state:
+            return state[key]
+    raise ExportError(f"{target_checkpoint}: no embed_tokens.weight in the target checkpoint")
+
+
+def build_draft(
+    draft_checkpoint: str | Path,
+    target: TargetMetadata,
+    opts: DraftExportOptions,
+    embedding: torch.Tensor | None = None,
+) -> Eagle3Draft:
+    """The exportable draft module, sized for ``target``'s context and verify width;
+    ``embedding``: the target's, for a draft checkpoint without one."""
+    # The draft needs room for the prompt and for every tree node drafted in one step.
+    scratch = max(opts.scratch, target.verify_width, target.prefill_chunk)
+    model = Eagle3Draft.from_checkpoint(draft_checkpoint, target.max_context, scratch, embedding)
+    if model.cfg.num_aux != len(target.hidden_state_layers):
+        raise MetadataMismatchError(
+            f"draft/target mismatch: the draft fuses {model.cfg.num_aux} target states, the "
+            f"target exports {len(target.hidden_state_layers)}; re-export the target with "
+            "matching --hidden-layers"
+        )
+    return model
+
+
+def draft_program(
+    draft_checkpoint: str | Path,
+    target: TargetMetadata,
+    opts: DraftExportOptions,
+    embedding: torch.Tensor | None = None,
+) -> ProgramBuild:
+    """Everything an EAGLE-3 draft program for ``target`` holds under ``opts``; refuses a
+    draft whose expectations the target does not meet."""
+    model = build_draft(draft_checkpoint, target, opts, embedding)
+    meta = model.metadata(
+        target, step_width=opts.step_width, dtype=opts.dtype, backend=opts.backend
+    )
+    check_pair(target, meta)
+    quantize(model, opts.dtype)
+    methods = draft_methods(model, target.prefill_chunk, target.verify_widths, opts.step_width)
+    return ProgramBuild(model, meta, methods, {DRAFT_D2T: model.d2t.clone()})
