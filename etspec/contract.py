@@ -82,9 +82,12 @@ def extend_method_name(width: int, widest: int) -> str:
 # ``draft_method`` of an EAGLE-3 draft program; ``assistant`` of a target holding Gemma 4's.
 EAGLE3 = "eagle3"
 GEMMA4_ASSISTANT = "gemma4_assistant"
-# ``--draft-method`` of the Gemma 4 assistant (runtime/speculative/gemma4_assistant.py), which
-# the C++ runner takes too; EAGLE-3's is ``EAGLE3``.
+# ``--draft-method`` names the C++ runner takes too (runtime/speculative/gemma4_assistant.py,
+# prompt_lookup.py); EAGLE-3's is ``EAGLE3``.
 GEMMA4_ASSISTANT_METHOD = "gemma4-assistant"
+PROMPT_LOOKUP_METHOD = "prompt-lookup"
+# Prompt lookup's longest n-gram without --max-ngram: this, or --min-ngram if larger.
+DEFAULT_MAX_NGRAM = 3
 
 # Optional constant method holding the UTF-8 bytes of the HF ``tokenizer.json``.
 TOKENIZER_JSON = "tokenizer_json"
@@ -193,6 +196,7 @@ MESSAGES = {
     "draft_scratch": "tree {name} feeds {fed} draft nodes per step, the draft artifact has "
     "{scratch} scratch slots (step width {step_width}); use a smaller tree or re-export the "
     "draft with --scratch {need}",
+    "ngram_range": "prompt lookup needs 1 <= min_ngram <= max_ngram",
     "scratch_exhausted": "tree needs more than the draft's {scratch} scratch slots",
     "static_tree_empty": "a static tree needs at least one node",
     "tree_choice_ranks": "tree choice {path} must be a non-empty list of ranks >= 0",
@@ -587,6 +591,7 @@ def cpp_header() -> str:
         "DefaultKvStrategy": DEFAULT_KV_STRATEGY,
         "Eagle3": EAGLE3,
         "Gemma4AssistantMethod": GEMMA4_ASSISTANT_METHOD,
+        "PromptLookupMethod": PROMPT_LOOKUP_METHOD,
         "ArtifactKind": ARTIFACT_KIND,
         "FormatVersionField": FORMAT_VERSION_FIELD,
         "TargetKind": TARGET_KIND,
@@ -618,6 +623,7 @@ def cpp_header() -> str:
         *(f"inline constexpr const char* kStage{camel(v)} = {q(v)};" for v in STAGES),
         *(f"inline constexpr const char* k{k} = {q(v)};" for k, v in facts.items()),
         f"inline constexpr long kDefaultChainLength = {DEFAULT_CHAIN_LENGTH};",
+        f"inline constexpr long kDefaultMaxNgram = {DEFAULT_MAX_NGRAM};",
         f"inline constexpr long kDefaultMaxNewTokens = {DEFAULT_MAX_NEW_TOKENS};",
         f"inline constexpr long kStaticTreeMaxNodes = {STATIC_TREE_MAX_NODES};",
         f"inline constexpr size_t kDigestShown = {DIGEST_SHOWN};",

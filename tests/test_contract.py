@@ -26,7 +26,8 @@ from etspec.contract import (
 )
 from etspec.runtime.stats import GenerationStats
 
-CPP_SOURCES = sorted((Path(__file__).parents[1] / "runtime" / "cpp" / "src").glob("*.*"))
+CPP_SRC = Path(__file__).parents[1] / "runtime" / "cpp" / "src"
+CPP_SOURCES = sorted(CPP_SRC.rglob("*.[ch]*"))
 _LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 
 
@@ -35,7 +36,7 @@ def _cpp_literals() -> dict[str, list[str]]:
     out = {}
     for path in CPP_SOURCES:
         text = re.sub(r"//[^\n]*", "", path.read_text())
-        out[path.name] = _LITERAL.findall(text)
+        out[str(path.relative_to(CPP_SRC))] = _LITERAL.findall(text)
     return out
 
 

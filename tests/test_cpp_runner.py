@@ -112,6 +112,40 @@ def test_sliding_band_past_the_first_granule_equals_python(  # type: ignore[no-u
     assert out["stats"]["verify_calls"] == ref.stats.verify_calls
 
 
+@pytest.mark.parametrize(("tree", "kv"), MODES[1:])
+def test_prompt_lookup_equals_python(  # type: ignore[no-untyped-def]
+    artifacts, runner_bin: Path, tree: str, kv: str
+) -> None:
+    """Prompt lookup in C++ (``--draft-method prompt-lookup``, the arguments the registry's
+    ``cpp_args`` gives): the Python runtime's ids, verify calls and acceptance on prompts that
+    repeat themselves (so lookups hit) and on random ones (so they miss and decode)."""
+    case = PAIRS["small"](artifacts)
+    vocab = case.target.hf.config.vocab_size
+    g = torch.Generator().manual_seed(5)
+    motif = torch.randint(1, vocab, (6,), generator=g).tolist()
+    prompts = [motif * 4, (motif + motif[:3]) * 3, *random_prompts(2, vocab, 20, seed=8)]
+    hits = 0
+    for i, prompt in enumerate(prompts):
+        ref = _python(case.target.pte, None, prompt, 24, tree, kv, "prompt-lookup")
+        hits += ref.stats.accepted_tokens if i < 2 else 0
+        method = ["--draft-method", "prompt-lookup", "--max-ngram", "3", "--min-ngram", "1"]
+        args = [*method, "--tree", tree, "--num-spec-tokens", "3", "--kv", kv]
+        (out,) = _cpp(
+            runner_bin, case.target.pte, prompt, "--max-new-tokens", "24", "--ignore-eos", *args
+        )
+        assert out["token_ids"] == ref.token_ids, (tree, kv, i)
+        st = out["stats"]
+        for key in (
+            "verify_calls",
+            "decode_calls",
+            "accepted_tokens",
+            "accept_pos",
+            "commit_calls",
+        ):
+            assert st[key] == getattr(ref.stats, key), (key, tree, kv, i)
+    assert hits > 0  # the repeating prompts exercised accepted lookups, not only misses
+
+
 def test_seeded_sampling_repeats_and_matches_the_target_distribution(  # type: ignore[no-untyped-def]
     artifacts,
     runner_bin: Path,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from etspec.contract import DEFAULT_MAX_NGRAM, PROMPT_LOOKUP_METHOD, message
 from etspec.errors import EtspecError
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
@@ -27,7 +28,7 @@ class PromptLookupDraftRunner(SpeculativeDraftRunner):
 
     def __init__(self, vocab_size: int, max_ngram: int = 3, min_ngram: int = 1) -> None:
         if not 1 <= min_ngram <= max_ngram:
-            raise EtspecError("prompt lookup needs 1 <= min_ngram <= max_ngram")
+            raise EtspecError(message("ngram_range"))
         self.vocab_size = vocab_size
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
@@ -67,7 +68,7 @@ class PromptLookupDraftRunner(SpeculativeDraftRunner):
 class PromptLookupMethod(DraftMethod):
     """Drafts by n-gram lookup in the prompt and output so far: no draft file, no model."""
 
-    name = "prompt-lookup"
+    name = PROMPT_LOOKUP_METHOD
     help = "n-gram lookup in the text so far (vLLM's ngram), no --draft"
     aliases = ("ngram",)
     options = frozenset({"ngram"})
@@ -79,7 +80,15 @@ class PromptLookupMethod(DraftMethod):
     def runner(
         self, spec: RunnerSpec, target: Program, draft: Program | None
     ) -> SpeculativeDraftRunner:
+        return PromptLookupDraftRunner(target.metadata.vocab_size, *self.ngram(spec))
+
+    @staticmethod
+    def ngram(spec: RunnerSpec) -> tuple[int, int]:
+        """(longest, shortest) n-gram: the given ones, else DEFAULT_MAX_NGRAM (or the
+        shortest, if larger) and 1."""
         lo, hi = spec.ngram
-        return PromptLookupDraftRunner(
-            target.metadata.vocab_size, max_ngram=hi or max(3, lo or 1), min_ngram=lo or 1
-        )
+        return hi or max(DEFAULT_MAX_NGRAM, lo or 1), lo or 1
+
+    def cpp_args(self, spec: RunnerSpec) -> list[str] | None:
+        hi, lo = self.ngram(spec)
+        return ["--draft-method", self.name, "--max-ngram", str(hi), "--min-ngram", str(lo)]

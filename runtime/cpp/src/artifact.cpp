@@ -8,9 +8,6 @@
 #include <sstream>
 #include <sys/stat.h>
 
-using executorch::aten::ScalarType;
-using executorch::extension::TensorPtr;
-using executorch::extension::module::Module;
 using executorch::runtime::EValue;
 
 namespace etspec {
@@ -97,6 +94,8 @@ int64_t declared_size(const unsigned char* head) {
   return static_cast<int64_t>(segments ? base + segments : program);
 }
 
+}  // namespace
+
 // The checks of etspec/artifact.py's check_artifact, in its order and with its messages:
 // header, declared sizes, integrity trailer, SHA-256, all before ExecuTorch parses the file.
 void check_artifact(const std::string& path) {
@@ -149,42 +148,51 @@ void check_artifact(const std::string& path) {
   }
 }
 
-}  // namespace
 
-int64_t MaskLayout::width(int64_t needed) const {
-  return contract::mask_width(needed, max_context, cache_size);
-}
-
-std::vector<float> MaskLayout::causal(const std::vector<int64_t>& positions,
-                                      int64_t& width) const {
-  const int64_t top = *std::max_element(positions.begin(), positions.end());
-  width = this->width(top + 1);
-  const int64_t n = committed(width);
-  std::vector<float> mask(positions.size() * width, contract::kMaskMin);
-  for (size_t i = 0; i < positions.size(); ++i) {
-    float* row = mask.data() + i * width;
-    std::fill_n(row, std::min(positions[i] + 1, n), 0.0f);
-    for (int64_t j = n; j < width; ++j) {  // scratch columns: slot <= position
-      if (max_context + (j - n) <= positions[i]) row[j] = 0.0f;
-    }
+void check_kind_and_version(const ConstantReader& get, const std::string& path,
+                            const std::string& expect) {
+  const auto kind_raw = get(contract::kArtifactKind);
+  if (!kind_raw || kind_raw->size() != 1 || !(*kind_raw)[0].isString()) {
+    throw Error(message("not_etspec", {{"path", path}}));
   }
-  return mask;
+  const std::string kind((*kind_raw)[0].toString());
+  if (kind != contract::kTargetKind && kind != contract::kDraftKind) {
+    throw Error(message("unknown_kind", {{"path", path}, {"kind", kind}}));
+  }
+  if (kind != expect) {
+    throw Error(message("wrong_kind", {{"path", path}, {"kind", kind}, {"expected", expect}}));
+  }
+  const auto version_raw = get(contract::kFormatVersionField);
+  if (!version_raw) throw Error(message("no_version", {{"path", path}}));
+  int64_t version = 0;
+  read_value(contract::kFormatVersionField, *version_raw, version);
+  if (version != contract::kFormatVersion) {
+    throw Error(message("wrong_format_version",
+                        {{"path", path},
+                         {"version", std::to_string(version)},
+                         {"expected", std::to_string(contract::kFormatVersion)}}));
+  }
 }
 
-std::vector<int64_t> MaskLayout::band(int64_t lowest, int64_t width) const {
-  if (window <= 0) return {};
-  const int64_t n = committed(width);
-  const int64_t start = contract::band_start(lowest, n, window);
-  std::vector<int64_t> slots = iota(start, n - start);
-  for (int64_t s = max_context; s < cache_size; ++s) slots.push_back(s);
-  return slots;
+#define ETSPEC_READ(name, kind)                                                      \
+  {                                                                                  \
+    const auto raw = get(#name);                                                     \
+    if (!raw) throw Error(message("missing_metadata", {{"name", #name}}));           \
+    read_value(#name, *raw, md.name);                                                \
+  }
+
+TargetMetadata read_target_metadata(const ConstantReader& get) {
+  TargetMetadata md;
+  ETSPEC_TARGET_FIELDS(ETSPEC_READ)
+  return md;
 }
 
-std::vector<int64_t> iota(int64_t start, int64_t n) {
-  std::vector<int64_t> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = start + i;
-  return v;
+DraftMetadata read_draft_metadata(const ConstantReader& get) {
+  DraftMetadata md;
+  ETSPEC_DRAFT_FIELDS(ETSPEC_READ)
+  return md;
 }
+#undef ETSPEC_READ
 
 std::string TargetMetadata::verify_method(int64_t width) const {
   return contract::width_method(contract::kTARGET_VERIFY, width, verify_width);
@@ -205,116 +213,6 @@ std::string DraftMetadata::hidden_spec() const {
   return contract::hidden_spec_text(hidden_state_point, hidden_state_layers);
 }
 
-Program::Program(const std::string& path, const std::string& expect, bool weight_cache)
-    : path_(path) {
-  check_artifact(path);
-  // Shared arenas: every method of the target reads and writes the same KV cache buffers.
-  // Mapped, not read: weights that run outside the delegate (the embedding table) stay in
-  // the file until a lookup touches their page, and the bytes XNNPACK packs from are
-  // unmapped once packed. Measured on Gemma 3 270M (8da8w-e4): 453 -> 355 MB resident,
-  // 611 -> 493 MB at the peak of loading, as llama.cpp maps its GGUF. etspec replaces a
-  // .pte by rename, so a running runner keeps reading the file it mapped.
-  module_ = std::make_unique<Module>(path, Module::LoadMode::Mmap, nullptr, nullptr, nullptr,
-                                     /*share_memory_arenas=*/true);
-  // XNNPACK's weight cache (off by default in ExecuTorch): without it every method keeps
-  // its own packed copy of the weights. The Module deep-copies the options.
-  executorch::runtime::BackendOptions<1> xnnpack;
-  xnnpack.set_option(contract::kXnnpackWeightCache, weight_cache);
-  executorch::runtime::LoadBackendOptionsMap options;
-  options.set_options(contract::kXnnpackBackend, xnnpack.view());
-  const auto err = module_->load(options);
-  if (err != executorch::runtime::Error::Ok) {
-    throw Error(message("cannot_load", {{"path", path},
-                                        {"error", "error " + std::to_string(int(err))}}));
-  }
-  auto names = module_->method_names();
-  if (!names.ok()) {
-    throw Error(message("cannot_load", {{"path", path}, {"error", "no method table"}}));
-  }
-  methods_.assign(names->begin(), names->end());
-  if (!has_method(contract::kArtifactKind)) throw Error(message("not_etspec", {{"path", path}}));
-  const auto kind_raw = constant(contract::kArtifactKind);
-  if (kind_raw.size() != 1 || !kind_raw[0].isString()) {
-    throw Error(message("not_etspec", {{"path", path}}));
-  }
-  const std::string kind(kind_raw[0].toString());
-  if (kind != contract::kTargetKind && kind != contract::kDraftKind) {
-    throw Error(message("unknown_kind", {{"path", path}, {"kind", kind}}));
-  }
-  if (kind != expect) {
-    throw Error(message("wrong_kind", {{"path", path}, {"kind", kind}, {"expected", expect}}));
-  }
-  if (!has_method(contract::kFormatVersionField)) {
-    throw Error(message("no_version", {{"path", path}}));
-  }
-  int64_t version = 0;
-  read_value(contract::kFormatVersionField, constant(contract::kFormatVersionField), version);
-  if (version != contract::kFormatVersion) {
-    throw Error(message("wrong_format_version",
-                        {{"path", path},
-                         {"version", std::to_string(version)},
-                         {"expected", std::to_string(contract::kFormatVersion)}}));
-  }
-#define ETSPEC_READ(name, kind)                                                    \
-  if (!has_method(#name)) throw Error(message("missing_metadata", {{"name", #name}})); \
-  read_value(#name, constant(#name), md.name);
-  if (kind == contract::kTargetKind) {
-    auto& md = target;
-    ETSPEC_TARGET_FIELDS(ETSPEC_READ)
-  } else {
-    auto& md = draft;
-    ETSPEC_DRAFT_FIELDS(ETSPEC_READ)
-  }
-#undef ETSPEC_READ
-  // Load (and let XNNPACK pack the weights of) every method now: a runner pays that once
-  // at start-up, not inside the first request that happens to call a method.
-  for (const auto& name : methods_) {
-    const auto loaded = module_->load_method(name);
-    if (loaded != executorch::runtime::Error::Ok) {
-      throw Error(message("cannot_load", {{"path", path},
-                                          {"error", "method " + name + ": error " +
-                                                        std::to_string(int(loaded))}}));
-    }
-  }
-  struct stat st {};
-  stat(path.c_str(), &st);
-  weights_bytes = st.st_size;
-}
-
-bool Program::has_method(const std::string& name) const {
-  return std::find(methods_.begin(), methods_.end(), name) != methods_.end();
-}
-
-std::vector<EValue> Program::constant(const std::string& name) {
-  auto out = module_->execute(name);
-  if (!out.ok()) throw Error(path_ + ": metadata method " + name + " failed");
-  return *out;
-}
-
-std::vector<Tensor> Program::run(const std::string& method, const std::vector<EValue>& inputs) {
-  if (!has_method(method)) throw Error(path_ + " has no method '" + method + "'");
-  auto out = module_->execute(method, inputs);
-  if (!out.ok()) {
-    throw Error(path_ + ": method " + method + " failed (ExecuTorch error " +
-                std::to_string(int(out.error())) + ")");
-  }
-  std::vector<Tensor> result;
-  for (const auto& v : *out) {
-    if (!v.isTensor()) continue;
-    const auto& t = v.toTensor();
-    Tensor copy;
-    copy.sizes.assign(t.sizes().begin(), t.sizes().end());
-    if (t.scalar_type() == ScalarType::Float) {
-      const float* p = t.const_data_ptr<float>();
-      copy.data.assign(p, p + t.numel());
-    } else if (t.scalar_type() == ScalarType::Long) {
-      const int64_t* p = t.const_data_ptr<int64_t>();
-      copy.data.assign(p, p + t.numel());
-    }
-    result.push_back(std::move(copy));
-  }
-  return result;
-}
 
 void check_pair(const TargetMetadata& target, const DraftMetadata& draft) {
   auto mismatch = [](const char* what, const std::string& expected, const std::string& actual) {
@@ -336,14 +234,5 @@ void check_pair(const TargetMetadata& target, const DraftMetadata& draft) {
   }
 }
 
-TensorPtr longs(std::vector<int64_t>& v) {
-  return executorch::extension::from_blob(v.data(), {static_cast<int>(v.size())},
-                                          ScalarType::Long);
-}
-
-TensorPtr floats(std::vector<float>& v, int64_t rows, int64_t cols) {
-  return executorch::extension::from_blob(
-      v.data(), {static_cast<int>(rows), static_cast<int>(cols)}, ScalarType::Float);
-}
 
 }  // namespace etspec

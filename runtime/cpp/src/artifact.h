@@ -1,17 +1,17 @@
-// Opening etspec .pte files: header check, ExecuTorch load with shared memory arenas (the
-// target's methods share one KV cache), and the etspec metadata, validated field by field
-// from the contract generated out of etspec/contract.py (no hand-kept copy of it here).
+// The C++ side of etspec/contract.py and etspec/artifact.py: errors and messages, the
+// metadata of a target and a draft (fields generated from the contract, no hand-kept copy),
+// the pair checks, and the file checks run before ExecuTorch parses anything.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
-#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <executorch/extension/module/module.h>
-#include <executorch/extension/tensor/tensor.h>
+#include <executorch/runtime/core/evalue.h>
 
 #include "etspec_contract.h"
 
@@ -46,65 +46,21 @@ struct DraftMetadata {
   std::string hidden_spec() const;
 };
 
-// A method's outputs, copied out of the planned memory (with shared arenas the next call of
-// any method may overwrite it).
-struct Tensor {
-  std::vector<int64_t> sizes;
-  std::vector<float> data;
-  const float* row(int64_t i) const { return data.data() + i * sizes.back(); }
-  int64_t cols() const { return sizes.back(); }
-};
-
-class Program {
- public:
-  // Loads path and checks that it is an etspec artifact of kind `expect` ("target"/"draft").
-  // weight_cache: XNNPACK packs each weight once for all methods (else once per method).
-  Program(const std::string& path, const std::string& expect, bool weight_cache = true);
-  std::vector<Tensor> run(const std::string& method,
-                          const std::vector<executorch::runtime::EValue>& inputs);
-  std::vector<executorch::runtime::EValue> constant(const std::string& name);
-  bool has_method(const std::string& name) const;
-  const std::string& path() const { return path_; }
-
-  TargetMetadata target;  // filled for a target
-  DraftMetadata draft;    // filled for a draft
-  int64_t weights_bytes = 0;
-
- private:
-  std::string path_;
-  std::unique_ptr<executorch::extension::module::Module> module_;
-  std::vector<std::string> methods_;
-};
-
 // The pair checks of etspec/contract.py::check_pair.
 void check_pair(const TargetMetadata& target, const DraftMetadata& draft);
 
-// Attention masks as the methods take them (runtime/masks.py): a mask's width is the one
-// dynamic dimension of every attending method; its first `committed(width)` columns are
-// committed slots [0, n) and its last `scratch()` columns the scratch slots. A target with
-// sliding layers (`window` > 0) also takes their band after the mask.
-struct MaskLayout {
-  int64_t max_context = 0, cache_size = 0, window = 0;
-  int64_t scratch() const { return cache_size - max_context; }
-  // contract.mask_width: columns of a mask that shows committed slots [0, needed).
-  int64_t width(int64_t needed) const;
-  int64_t committed(int64_t width) const { return width - scratch(); }
-  int64_t column(int64_t slot, int64_t width) const {
-    return slot < max_context ? slot : slot - max_context + committed(width);
-  }
-  // Causal rows at `positions` (slot == position), as narrow as they allow; sets `width`.
-  std::vector<float> causal(const std::vector<int64_t>& positions, int64_t& width) const;
-  // The sliding layers' band after a `width`-column mask for rows whose lowest position is
-  // `lowest` (contract.band_start: committed slots [start, n), then the scratch slots);
-  // empty without sliding layers (no band input).
-  std::vector<int64_t> band(int64_t lowest, int64_t width) const;
-};
+// etspec/artifact.py's check_artifact: header, declared sizes, integrity trailer, SHA-256.
+void check_artifact(const std::string& path);
 
-// start, start + 1, ..., start + n - 1 (positions and slots of consecutive rows).
-std::vector<int64_t> iota(int64_t start, int64_t n);
+// A constant method's values by name; nullopt when the program has no such method.
+using ConstantReader =
+    std::function<std::optional<std::vector<executorch::runtime::EValue>>(const std::string&)>;
 
-// 1-D int64 / float tensors over caller-owned storage (no copy).
-executorch::extension::TensorPtr longs(std::vector<int64_t>& v);
-executorch::extension::TensorPtr floats(std::vector<float>& v, int64_t rows, int64_t cols);
+// The artifact kind (`expect`: contract::kTargetKind or kDraftKind) and format version.
+void check_kind_and_version(const ConstantReader& get, const std::string& path,
+                            const std::string& expect);
+// Every metadata field, refusing a missing one or one of the wrong type.
+TargetMetadata read_target_metadata(const ConstantReader& get);
+DraftMetadata read_draft_metadata(const ConstantReader& get);
 
 }  // namespace etspec

@@ -1,100 +1,46 @@
-// Target-only and speculative generation over a loaded .pte pair: the algorithm of the
-// Python runtime (runtime/runner.py, runtime/speculative/), stage for stage and call for
-// call, so greedy ids are identical and the stats mean the same.
+// The token-generator seam (runtime/generator.py): the runner prefills the prompt and emits
+// the first token; a generator produces the rest. TextTokenGenerator runs one target_decode
+// per token; SpeculativeTokenGenerator (speculative/generator.h) drafts and verifies.
 #pragma once
 
-#include <algorithm>
-#include <chrono>
 #include <cstdint>
-#include <functional>
 #include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "artifact.h"
-#include "draft.h"
+#include "prefill.h"
+#include "program.h"
 #include "sampler.h"
-#include "tree.h"
+#include "sink.h"
+#include "stats.h"
 
 namespace etspec {
 
-// GenerationStats of runtime/stats.py; to_json writes contract.STATS_FIELDS in order
-// (ETSPEC_STATS_FIELDS: members for counted fields, methods for derived ones).
-struct Stats {
-  int64_t prompt_tokens = 0, generated_tokens = 0, prefill_calls = 0, decode_calls = 0,
-          verify_calls = 0, draft_calls = 0, commit_calls = 0, drafted_tokens = 0,
-          accepted_tokens = 0;
-  std::vector<int64_t> accept_pos, proposed_pos;
-  std::map<std::string, int64_t> shape_steps;
-  std::map<std::string, double> stage_s;
-  double ttft_s = 0, total_s = 0;
-  std::map<std::string, int64_t> memory;
-
-  Stats();
-  int64_t rejected_tokens() const { return drafted_tokens - accepted_tokens; }
-  double acceptance_rate() const {
-    return drafted_tokens ? double(accepted_tokens) / drafted_tokens : 0.0;
-  }
-  double accept_length() const {
-    return verify_calls ? double(accepted_tokens) / verify_calls : 0.0;
-  }
-  double tpc() const { return verify_calls ? accept_length() + 1.0 : 0.0; }
-  double decode_s() const { return std::max(total_s - ttft_s, 0.0); }  // after the first token
-  double tpot_s() const { return generated_tokens > 1 ? decode_s() / (generated_tokens - 1) : 0.0; }
-  double tokens_per_s() const {
-    return generated_tokens > 1 && decode_s() > 0 ? (generated_tokens - 1) / decode_s() : 0.0;
-  }
-  // One verify that checked `proposed` draft tokens in a tree `height` levels deep.
-  void record_verify(int64_t proposed, int64_t accepted, int64_t height,
-                     const std::string& shape);
-  std::string to_json() const;
+// What a generator needs to continue a prefilled sequence; nothing is hidden elsewhere.
+// The target KV holds the prompt; `first_token` has been emitted and is not yet in the KV.
+struct GenerationContext {
+  TargetProgram& target;
+  Sampler& sampler;
+  Stats& stats;
+  const std::vector<int64_t>& prompt;
+  const PrefillResult& prefill;
+  int64_t first_token;
 };
 
-// Times a stage into Stats::stage_s for the scope's lifetime.
-class StageTimer {
+class TokenGenerator {
  public:
-  StageTimer(Stats& stats, const char* stage);
-  ~StageTimer();
-
- private:
-  Stats& stats_;
-  const char* stage_;
-  std::chrono::steady_clock::time_point t0_;
+  virtual ~TokenGenerator() = default;
+  // Produces the tokens after the first until the sink says stop.
+  virtual void generate(GenerationContext& ctx, Sink& sink) = 0;
+  // Called at the start of every request, before the prefill.
+  virtual void reset() {}
+  // Bytes this generator adds beyond the target (draft weights and KV).
+  virtual void memory(std::map<std::string, int64_t>& out) const {}
 };
 
-struct Result {
-  std::vector<int64_t> token_ids;
-  std::string stop_reason;
-  Stats stats;
-};
-
-// Streaming: called with each emission's new ids.
-using TokenCallback = std::function<void(const std::vector<int64_t>&)>;
-
-struct GenerateOptions {
-  int64_t max_new_tokens = contract::kDefaultMaxNewTokens;
-  bool ignore_eos = false;
-  const Shape* shape = nullptr;  // null: target-only
-  std::string kv_strategy = contract::kDefaultKvStrategy;
-};
-
-class Runner {
+class TextTokenGenerator : public TokenGenerator {
  public:
-  // `draft`: an EAGLE-3 draft program; `assistant`: draft with the Gemma 4 assistant inside
-  // `target` instead; neither: target-only.
-  Runner(Program& target, Program* draft, bool assistant = false);
-  Result generate(const std::vector<int64_t>& prompt, const GenerateOptions& options,
-                  Sampler& sampler, const TokenCallback& callback);
-  const TargetMetadata& meta() const { return meta_; }
-
- private:
-  void speculate(int64_t first, int64_t committed, const GenerateOptions& options,
-                 Sampler& sampler, Stats& stats, class Sink& sink);
-
-  Program& target_;
-  std::unique_ptr<Drafter> draft_;
-  TargetMetadata meta_;
+  void generate(GenerationContext& ctx, Sink& sink) override;
 };
 
 }  // namespace etspec

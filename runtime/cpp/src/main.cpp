@@ -1,6 +1,8 @@
 // etspec_runner: run an etspec .pte pair without Python.
 //
-//   etspec_runner --target T.pte [--draft D.pte] --prompt-ids 1,2,3 [--max-new-tokens 128]
+//   etspec_runner --target T.pte [--draft D.pte | --draft-method gemma4-assistant |
+//       --draft-method prompt-lookup [--min-ngram 1] [--max-ngram 3]]
+//       --prompt-ids 1,2,3 [--max-new-tokens 128]
 //       [--tree chain|static] [--num-spec-tokens 3] [--static-tree N8|D3xBF2|JSON]
 //       (--tree defaults to chain here: the Python runtime's default, auto, is not ported yet)
 //       [--kv position-overwrite|scratch-commit]
@@ -27,10 +29,14 @@
 
 #include <executorch/runtime/platform/platform.h>
 
-#include "artifact.h"
-#include "generator.h"
+#include "program.h"
+#include "runner.h"
 #include "sampler.h"
-#include "tree.h"
+#include "speculative/eagle3.h"
+#include "speculative/gemma4_assistant.h"
+#include "speculative/generator.h"
+#include "speculative/prompt_lookup.h"
+#include "speculative/static_tree.h"
 
 namespace {
 bool g_verbose = false;  // --verbose: let ExecuTorch's own log lines through
@@ -54,7 +60,8 @@ struct UsageError : etspec::Error {
 };
 
 const char* kUsage =
-    "usage: etspec_runner --target T.pte [--draft D.pte | --draft-method gemma4-assistant] "
+    "usage: etspec_runner --target T.pte [--draft D.pte | --draft-method gemma4-assistant | "
+    "--draft-method prompt-lookup [--min-ngram N] [--max-ngram N]] "
     "--prompt-ids 1,2,3 "
     "[--max-new-tokens N] [--tree chain|static] [--num-spec-tokens N] [--static-tree SPEC] "
     "[--kv position-overwrite|scratch-commit] [--temperature T] [--top-k K] [--top-p P] "
@@ -156,7 +163,8 @@ int run(int argc, char** argv) {
   }
   static const char* known[] = {"--target", "--draft", "--draft-method", "--prompt-ids", "--max-new-tokens",
                                 "--tree", "--num-spec-tokens", "--static-tree", "--kv", "--temperature",
-                                "--top-k", "--top-p", "--seed", "--num-samples"};
+                                "--top-k", "--top-p", "--seed", "--num-samples", "--min-ngram",
+                                "--max-ngram"};
   for (const auto& [k, v] : opt) {
     bool ok = false;
     for (const char* n : known) ok = ok || k == n;
@@ -175,22 +183,38 @@ int run(int argc, char** argv) {
   namespace contract = etspec::contract;
   const std::string method =
       opt.count("--draft-method") ? opt["--draft-method"] : contract::kEagle3;
-  if (method != contract::kEagle3 && method != contract::kGemma4AssistantMethod) {
-    throw UsageError(etspec::message(
-        "unknown_choice",
-        {{"what", "--draft-method"},
-         {"value", method},
-         {"choices", std::string(contract::kEagle3) + ", " + contract::kGemma4AssistantMethod}}));
-  }
   const bool assistant = method == contract::kGemma4AssistantMethod;
-  if (assistant && opt.count("--draft")) throw UsageError(etspec::message("assistant_with_draft", {}));
-  const bool speculative = opt.count("--draft") > 0 || assistant;
+  const bool lookup = method == contract::kPromptLookupMethod;
+  if (method != contract::kEagle3 && !assistant && !lookup) {
+    throw UsageError(etspec::message(
+        "unknown_choice", {{"what", "--draft-method"},
+                           {"value", method},
+                           {"choices", std::string(contract::kEagle3) + ", " +
+                                           contract::kGemma4AssistantMethod + ", " +
+                                           contract::kPromptLookupMethod}}));
+  }
+  if (assistant && opt.count("--draft")) {
+    throw UsageError(etspec::message("assistant_with_draft", {}));
+  }
+  if (lookup && opt.count("--draft")) {
+    throw UsageError("--draft-method prompt-lookup uses no draft file; drop --draft");
+  }
+  // Prompt lookup's n-gram range: as `etspec generate`'s defaults (contract.DEFAULT_MAX_NGRAM).
+  const int64_t min_ngram =
+      opt.count("--min-ngram") ? number<int64_t>("--min-ngram", opt["--min-ngram"]) : 1;
+  const int64_t max_ngram = opt.count("--max-ngram")
+                                ? number<int64_t>("--max-ngram", opt["--max-ngram"])
+                                : std::max<int64_t>(contract::kDefaultMaxNgram, min_ngram);
+  if ((opt.count("--min-ngram") || opt.count("--max-ngram")) && !lookup) {
+    throw UsageError("--min-ngram/--max-ngram apply to --draft-method prompt-lookup");
+  }
+  const bool speculative = opt.count("--draft") > 0 || assistant || lookup;
   const std::string tree = opt.count("--tree") ? opt["--tree"] : "chain";
   int64_t length = etspec::contract::kDefaultChainLength;
   if (opt.count("--num-spec-tokens")) {
     length = number<int64_t>("--num-spec-tokens", opt["--num-spec-tokens"]);
   }
-  std::unique_ptr<etspec::Shape> shape;
+  std::unique_ptr<etspec::TreeShape> shape;
   if (tree == "chain") {
     shape = std::make_unique<etspec::ChainShape>(length);
   } else if (tree == "dynamic" || tree == "auto") {
@@ -200,17 +224,17 @@ int run(int argc, char** argv) {
     throw UsageError(etspec::message(
         "unknown_choice", {{"what", "--tree"}, {"value", tree}, {"choices", "chain, static"}}));
   }
-  if (opt.count("--kv")) options.kv_strategy = opt["--kv"];
+  const std::string kv_strategy = opt.count("--kv") ? opt["--kv"] : contract::kDefaultKvStrategy;
   if (std::find(std::begin(etspec::contract::kKvStrategies),
                 std::end(etspec::contract::kKvStrategies),
-                options.kv_strategy) == std::end(etspec::contract::kKvStrategies)) {
+                kv_strategy) == std::end(etspec::contract::kKvStrategies)) {
     std::string choices;
     for (const char* k : etspec::contract::kKvStrategies) {
       choices += (choices.empty() ? "" : ", ") + std::string(k);
     }
     throw UsageError(etspec::message(
         "unknown_choice",
-        {{"what", "KV strategy"}, {"value", options.kv_strategy}, {"choices", choices}}));
+        {{"what", "KV strategy"}, {"value", kv_strategy}, {"choices", choices}}));
   }
   etspec::SamplingConfig sampling;
   if (opt.count("--temperature")) {
@@ -224,15 +248,11 @@ int run(int argc, char** argv) {
   }
   etspec::Sampler sampler(sampling);  // checks the settings before anything loads
 
-  etspec::Program target(opt["--target"], etspec::contract::kTargetKind, weight_cache);
-  std::unique_ptr<etspec::Program> draft;
-  if (opt.count("--draft")) {
-    draft = std::make_unique<etspec::Program>(opt["--draft"], etspec::contract::kDraftKind,
-                                              weight_cache);
-  }
-  etspec::Runner runner(target, draft.get(), assistant);
+  etspec::TargetProgram target(opt["--target"], weight_cache);
+  std::unique_ptr<etspec::DraftProgram> draft;
+  if (opt.count("--draft")) draft = std::make_unique<etspec::DraftProgram>(opt["--draft"], weight_cache);
   if (!opt.count("--max-new-tokens")) {  // as `etspec generate`: 128, or what the context holds
-    const int64_t room = target.target.max_context - static_cast<int64_t>(prompt.size());
+    const int64_t room = target.meta.max_context - static_cast<int64_t>(prompt.size());
     options.max_new_tokens =
         std::max<int64_t>(1, std::min<int64_t>(etspec::contract::kDefaultMaxNewTokens, room));
   }
@@ -240,13 +260,26 @@ int run(int argc, char** argv) {
     // The Python runtime's default static tree: the best-first pruned tree filling the
     // widest verify (at most STATIC_TREE_MAX_NODES nodes).
     const int64_t nodes = std::max<int64_t>(
-        1, std::min<int64_t>(target.target.verify_width - 1,
+        1, std::min<int64_t>(target.meta.verify_width - 1,
                              etspec::contract::kStaticTreeMaxNodes));
     const std::string spec = opt.count("--static-tree") ? opt["--static-tree"]
                                                         : "N" + std::to_string(nodes);
     shape = std::make_unique<etspec::StaticTree>(etspec::StaticTree::parse(spec));
   }
-  options.shape = speculative ? shape.get() : nullptr;
+  std::unique_ptr<etspec::TokenGenerator> generator;
+  if (speculative) {
+    std::unique_ptr<etspec::SpeculativeDraftRunner> drafter;
+    if (assistant) {
+      drafter = std::make_unique<etspec::Gemma4AssistantDraftRunner>(target);
+    } else if (lookup) {
+      drafter = std::make_unique<etspec::PromptLookupDraftRunner>(max_ngram, min_ngram);
+    } else {
+      drafter = std::make_unique<etspec::Eagle3DraftRunner>(*draft, target.meta);
+    }
+    generator = std::make_unique<etspec::SpeculativeTokenGenerator>(
+        std::move(drafter), target.meta, std::move(shape), kv_strategy);
+  }
+  etspec::Runner runner(target, std::move(generator));
 
   etspec::TokenCallback stream;
   if (!json) {

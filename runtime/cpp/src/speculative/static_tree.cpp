@@ -1,14 +1,17 @@
-#include "tree.h"
+#include "speculative/static_tree.h"
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 #include <iterator>
 #include <map>
-#include <numeric>
 #include <queue>
 #include <regex>
 #include <set>
+#include <stdexcept>
 #include <tuple>
+
+#include "artifact.h"
 
 namespace etspec {
 
@@ -19,18 +22,6 @@ using Path = std::vector<int64_t>;
 // Prior acceptance of the draft's rank-r token (contract.DEFAULT_RANK_ACCEPT).
 constexpr const double* kRankAccept = contract::kDefaultRankAccept;
 constexpr int64_t kRanks = std::size(contract::kDefaultRankAccept);
-
-// Indices of the n largest values; ties keep index order (torch.sort(stable=True)).
-std::vector<int64_t> top(const std::vector<float>& x, int64_t n) {
-  std::vector<int64_t> order(x.size());
-  std::iota(order.begin(), order.end(), 0);
-  n = std::min<int64_t>(n, x.size());
-  std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int64_t a, int64_t b) {
-    return x[a] > x[b] || (x[a] == x[b] && a < b);
-  });
-  order.resize(n);
-  return order;
-}
 
 Path parent_of(const Path& p) { return Path(p.begin(), p.end() - 1); }
 
@@ -46,39 +37,35 @@ std::vector<Path> parse_choices(const std::string& text) {
     if (i >= text.size() || text[i] != c) throw std::invalid_argument("json");
     ++i;
   };
+  // After a list item: true past a ',' (another item follows), false past the closing ']'.
+  auto more = [&] {
+    skip();
+    if (i < text.size() && text[i] == ',') {
+      ++i;
+      return true;
+    }
+    expect(']');
+    return false;
+  };
   expect('[');
   skip();
   if (i < text.size() && text[i] == ']') return out;
-  while (true) {
+  do {
     expect('[');
     Path p;
     skip();
     if (i < text.size() && text[i] == ']') {
       ++i;
     } else {
-      while (true) {
+      do {
         skip();
         size_t used = 0;
         p.push_back(std::stoll(text.substr(i), &used));
         i += used;
-        skip();
-        if (i < text.size() && text[i] == ',') {
-          ++i;
-          continue;
-        }
-        expect(']');
-        break;
-      }
+      } while (more());
     }
     out.push_back(p);
-    skip();
-    if (i < text.size() && text[i] == ',') {
-      ++i;
-      continue;
-    }
-    expect(']');
-    break;
-  }
+  } while (more());
   skip();
   if (i != text.size()) throw std::invalid_argument("json");
   return out;
@@ -91,40 +78,6 @@ std::string path_text(const Path& p) {
 }
 
 }  // namespace
-
-ChainShape::ChainShape(int64_t length) : length_(length) {
-  if (length < 1) {
-    throw Error(message("chain_length", {{"value", std::to_string(length)}}));
-  }
-  name = "chain" + std::to_string(length);
-  max_nodes = length;
-  fed_nodes = length - 1;
-}
-
-Proposal ChainShape::grow(Expander& expansion, int64_t max_height, Sampler& sampler,
-                          const Drafter& draft) const {
-  // The top-1 token of each level when greedy, a sample of the draft's distribution when
-  // sampling (kept, scattered to target ids, for the verifier).
-  const auto& ids = draft.target_ids();
-  const int64_t n = std::min(length_, max_height), vd = ids.size();
-  Proposal out;
-  std::vector<float> logits = expansion.root();
-  for (int64_t i = 0; i < n; ++i) {
-    if (i > 0) logits = expansion.expand({i - 1}, {out.tokens.back()})[0];
-    out.parents.push_back(i);
-    if (sampler.greedy()) {
-      out.tokens.push_back(ids[argmax(logits.data(), vd)]);
-      continue;
-    }
-    const auto qd = sampler.probs(logits.data(), vd);
-    out.tokens.push_back(ids[sampler.draw(qd)]);
-    std::vector<float> qt(draft.target_vocab(), 0.0f);
-    for (int64_t j = 0; j < vd; ++j) qt[ids[j]] = qd[j];
-    out.q.push_back(std::move(qt));
-  }
-  out.calls = expansion.calls;
-  return out;
-}
 
 StaticTree::StaticTree(std::vector<Path> paths, std::string tree_name) {
   std::set<Path> present(paths.begin(), paths.end());
@@ -148,6 +101,7 @@ StaticTree::StaticTree(std::vector<Path> paths, std::string tree_name) {
   }
   name = tree_name.empty() ? "static" + std::to_string(paths_.size()) : tree_name;
   max_nodes = paths_.size();
+  max_height = paths_.back().size();  // paths_ are sorted by length
   fed_nodes = parents.size();
 }
 
@@ -211,12 +165,11 @@ StaticTree StaticTree::parse(const std::string& spec) {
   }
 }
 
-Proposal StaticTree::grow(Expander& expansion, int64_t max_height, Sampler&,
-                          const Drafter& draft) const {
+Proposal StaticTree::grow(Expander& expansion, int64_t max_height, Sampler&) const {
   // Each level feeds every node that has children in one batched expansion and places the
   // draft's top-r tokens of each into its ranked children; every node is a deterministic
   // pick, so the verifier treats it as a point mass.
-  const auto& ids = draft.target_ids();
+  const auto& ids = *expansion.target_ids;
   std::map<Path, int64_t> row{{Path{}, 0}}, handle{{Path{}, 0}};
   Proposal out;
   int64_t fed = 0;

@@ -1,0 +1,66 @@
+// EAGLE-3 drafting from a draft .pte (runtime/speculative/eagle3.py): prefill over the
+// prompt's target states, tree growth in scratch slots past the context, an accept that
+// rewrites the committed rows of the accepted path from the target's states (the draft's
+// commit, fused into the call that also yields the next root).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "masks.h"
+#include "speculative/draft_runner.h"
+
+namespace etspec {
+
+// What the last prefill or accept left for the next proposal: the logits of the root's
+// children [Vd] and the draft state they are fed with [H], at committed length `position`.
+struct DraftRoot {
+  std::vector<float> logits;
+  std::vector<float> state;
+  int64_t position = 0;
+};
+
+class Eagle3DraftRunner : public SpeculativeDraftRunner {
+ public:
+  Eagle3DraftRunner(DraftProgram& program, const TargetMetadata& target);
+  void reset() override;
+  int64_t prefill(const std::vector<int64_t>& prompt, int64_t first,
+                  const Tensor& hidden) override;
+  Proposal propose(const TreeShape& shape, int64_t max_height, Sampler& sampler) override;
+  int64_t accept(const Acceptance& acceptance) override;
+  void check_shape(const TreeShape& shape) const override;
+  void memory(std::map<std::string, int64_t>& out) const override;
+  // Draft cache slots past the context, where tree nodes are fed.
+  int64_t scratch() const { return program_.meta.cache_size - program_.meta.max_context; }
+
+ private:
+  MaskLayout layout() const { return {program_.meta.max_context, program_.meta.cache_size}; }
+  DraftProgram& program_;
+  int64_t target_vocab_;
+  std::vector<int64_t> target_ids_;  // draft id -> target id
+  DraftRoot root_;
+};
+
+// One proposal's growth in the draft cache. A fed node pairs its token with its parent's
+// output state at position committed + depth - 1, sits in the next scratch slot and sees the
+// committed slots, its fed ancestors' slots and its own.
+class Eagle3Expansion : public Expander {
+ public:
+  Eagle3Expansion(DraftProgram& program, const DraftRoot& root);
+  const std::vector<float>& root() const override { return root_.logits; }
+  std::vector<std::vector<float>> expand(const std::vector<int64_t>& parents,
+                                         const std::vector<int64_t>& tokens) override;
+
+ private:
+  DraftProgram& program_;
+  const DraftRoot& root_;
+  int64_t scratch_;
+  int64_t fed_ = 0;
+  std::vector<int64_t> depth_{0};
+  std::vector<float> states_;  // [handles][H]
+  std::vector<float> seen_;    // [handles][scratch]: scratch columns a handle's children see
+};
+
+}  // namespace etspec

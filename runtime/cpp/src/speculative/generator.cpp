@@ -1,0 +1,98 @@
+#include "speculative/generator.h"
+
+#include <algorithm>
+
+#include "speculative/kv_cache.h"
+#include "speculative/tree.h"
+
+namespace etspec {
+
+void check_shape_fits(const TreeShape& shape, const TargetMetadata& target) {
+  if (shape.max_nodes + 1 > target.verify_width) {
+    throw Error(message("tree_too_wide", {{"name", shape.name},
+                                          {"nodes", std::to_string(shape.max_nodes)},
+                                          {"need", std::to_string(shape.max_nodes + 1)},
+                                          {"width", std::to_string(target.verify_width)}}));
+  }
+}
+
+SpeculativeTokenGenerator::SpeculativeTokenGenerator(
+    std::unique_ptr<SpeculativeDraftRunner> draft, const TargetMetadata& target,
+    std::unique_ptr<TreeShape> shape, std::string kv_strategy)
+    : draft_(std::move(draft)), shape_(std::move(shape)), kv_strategy_(std::move(kv_strategy)) {
+  const std::string strategies = "," + target.kv_strategies + ",";
+  if (strategies.find("," + kv_strategy_ + ",") == std::string::npos) {
+    throw Error(message("kv_strategy_unsupported",
+                        {{"strategy", kv_strategy_}, {"supported", target.kv_strategies}}));
+  }
+  draft_->check_target(target);
+  check_shape_fits(*shape_, target);
+  draft_->check_shape(*shape_);
+}
+
+void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
+  Stats& stats = ctx.stats;
+  const auto& meta = ctx.target.meta;
+  {
+    StageTimer timer(stats, contract::kStageDraft);
+    stats.draft_calls += draft_->prefill(ctx.prompt, ctx.first_token, ctx.prefill.hidden);
+  }
+  SpecKVCacheManager kv(meta, kv_strategy_, ctx.prompt.size());
+  const TreeShape& shape = *shape_;
+  int64_t root = ctx.first_token;
+  while (sink.remaining() > 0) {
+    // Never draft past the budget: a step emits its accepted path + one token.
+    const int64_t height = sink.remaining() - 1;
+    Proposal proposal;
+    {
+      StageTimer timer(stats, contract::kStageDraft);
+      if (height > 0) proposal = draft_->propose(shape, height, ctx.sampler);
+      stats.draft_calls += proposal.calls;
+    }
+    DraftTree tree;
+    VerifyCall call;
+    {
+      StageTimer timer(stats, contract::kStageTensorize);
+      tree = DraftTree::build(root, proposal);
+      call = kv.verify_inputs(tree);
+    }
+    const int64_t position = kv.committed();
+    std::vector<Tensor> out;
+    {
+      StageTimer timer(stats, contract::kStageVerify);
+      out = call.run(ctx.target);
+    }
+    Verdict verdict;
+    {
+      StageTimer timer(stats, contract::kStageAccept);
+      verdict = verifier_.verify(tree, out[0], ctx.sampler, proposal.q, meta.vocab_size);
+    }
+    {
+      StageTimer timer(stats, contract::kStageCommit);
+      stats.commit_calls += kv.commit(ctx.target, verdict.nodes);
+    }
+    stats.record_verify(tree.size(), verdict.accepted(), tree.max_depth, shape.name);
+    const int64_t n = verdict.nodes.size();
+    Acceptance acceptance;
+    acceptance.position = position;
+    acceptance.next_token = verdict.next_token;
+    for (int64_t i = 0; i < n; ++i) acceptance.tokens.push_back(tree.tokens[verdict.nodes[i]]);
+    std::vector<int64_t> emitted(acceptance.tokens.begin() + 1, acceptance.tokens.end());
+    emitted.push_back(verdict.next_token);
+    if (!sink.emit(emitted)) return;
+    {
+      StageTimer timer(stats, contract::kStageDraft);
+      if (draft_->needs_hidden()) {
+        const int64_t th = out[1].cols();
+        acceptance.hidden.resize(n * th);
+        for (int64_t i = 0; i < n; ++i) {
+          std::copy_n(out[1].row(verdict.nodes[i]), th, &acceptance.hidden[i * th]);
+        }
+      }
+      stats.draft_calls += draft_->accept(acceptance);
+    }
+    root = verdict.next_token;
+  }
+}
+
+}  // namespace etspec

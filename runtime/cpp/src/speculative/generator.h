@@ -1,0 +1,36 @@
+// SpeculativeTokenGenerator (runtime/speculative/generator.py): draft -> tensorize ->
+// verify -> accept -> commit -> emit, over any SpeculativeDraftRunner and tree shape. Every
+// step emits the accepted path and one more token from the target.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "../generator.h"  // runtime/generator.py (this folder has its own generator.h)
+#include "speculative/draft_runner.h"
+#include "speculative/verifier.h"
+
+namespace etspec {
+
+class SpeculativeTokenGenerator : public TokenGenerator {
+ public:
+  // Refuses, before any request, a shape the target cannot verify in one call or the draft
+  // cannot hold, and a KV strategy the target does not support.
+  SpeculativeTokenGenerator(std::unique_ptr<SpeculativeDraftRunner> draft,
+                            const TargetMetadata& target, std::unique_ptr<TreeShape> shape,
+                            std::string kv_strategy = contract::kDefaultKvStrategy);
+  void generate(GenerationContext& ctx, Sink& sink) override;
+  void reset() override { draft_->reset(); }
+  void memory(std::map<std::string, int64_t>& out) const override { draft_->memory(out); }
+
+ private:
+  std::unique_ptr<SpeculativeDraftRunner> draft_;
+  std::unique_ptr<TreeShape> shape_;
+  std::string kv_strategy_;
+  Verifier verifier_;
+};
+
+// Refuse a shape whose trees cannot be verified by this target in one call.
+void check_shape_fits(const TreeShape& shape, const TargetMetadata& target);
+
+}  // namespace etspec
