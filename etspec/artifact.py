@@ -98,10 +98,10 @@ def _check_trailer(p: Path, f: BinaryIO, size: int, declared: int | None) -> Non
     if magic != TRAILER_MAGIC:
         if declared is None or declared == size:
             raise ArtifactError(message("no_trailer", path=p, expected=FORMAT_VERSION))
-        raise ArtifactError(message("damaged", path=p, what="no integrity trailer at its end"))
+        raise ArtifactError(message("damaged", path=p, what=message("damage_trailer")))
     program_size = int.from_bytes(length, "little")
     if program_size != size - TRAILER_SIZE or declared not in (None, program_size):
-        raise ArtifactError(message("damaged", path=p, what="its size fields disagree"))
+        raise ArtifactError(message("damaged", path=p, what=message("damage_sizes")))
     sha = hashlib.sha256()
     f.seek(0)
     left = program_size
@@ -110,9 +110,7 @@ def _check_trailer(p: Path, f: BinaryIO, size: int, declared: int | None) -> Non
         sha.update(chunk)
         left -= len(chunk)
     if sha.digest() != digest:
-        raise ArtifactError(
-            message("damaged", path=p, what="SHA-256 mismatch: its bytes changed after export")
-        )
+        raise ArtifactError(message("damaged", path=p, what=message("damage_digest")))
 
 
 @dataclass

@@ -144,6 +144,10 @@ MESSAGES = {
     "no_trailer": "{path}: not an etspec artifact of format version {expected} (no integrity "
     "trailer); export it with this etspec's `etspec export`",
     "damaged": "{path}: damaged ({what}); copy or export it again",
+    # The {what} of "damaged".
+    "damage_trailer": "no integrity trailer at its end",
+    "damage_sizes": "its size fields disagree",
+    "damage_digest": "SHA-256 mismatch: its bytes changed after export",
     "cannot_load": "{path}: ExecuTorch cannot load this file ({error})",
     "not_etspec": "{path}: not an etspec artifact (no etspec metadata); export it with "
     "`etspec export`",
@@ -197,6 +201,7 @@ MESSAGES = {
     "{scratch} scratch slots (step width {step_width}); use a smaller tree or re-export the "
     "draft with --scratch {need}",
     "ngram_range": "prompt lookup needs 1 <= min_ngram <= max_ngram",
+    "lookup_with_draft": "--draft-method prompt-lookup uses no draft file; drop --draft",
     "scratch_exhausted": "tree needs more than the draft's {scratch} scratch slots",
     "static_tree_empty": "a static tree needs at least one node",
     "tree_choice_ranks": "tree choice {path} must be a non-empty list of ranks >= 0",

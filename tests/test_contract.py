@@ -5,6 +5,7 @@ compute what the Python ones compute."""
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
@@ -121,6 +122,33 @@ def test_no_cpp_source_repeats_a_contract_string() -> None:
     assert CPP_SOURCES, "runtime/cpp/src is missing"
     copies = _copies(_cpp_literals())
     assert not copies, "C++ repeats contract strings instead of reading the header:\n" + (
+        "\n".join(copies)
+    )
+
+
+def _python_strings() -> set[str]:
+    """Every string constant of the Python runtime and the contract's package."""
+    root = Path(__file__).parents[1]
+    files = [*(root / "runtime").rglob("*.py"), *(root / "etspec").rglob("*.py")]
+    return {
+        node.value
+        for path in files
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+
+
+def test_no_cpp_source_repeats_a_python_runtime_phrase() -> None:
+    """Beyond MESSAGES: a phrase both runtimes say must come from the contract, so one
+    written into a Python module and again into C++ is a copy waiting to drift."""
+    strings = _python_strings()
+    copies = [
+        f"{file}: {text!r}"
+        for file, literals in _cpp_literals().items()
+        for text in (_unescape(lit).strip() for lit in literals)
+        if len(text) >= 20 and " " in text and any(text in s for s in strings)
+    ]
+    assert not copies, "C++ repeats a Python runtime string; move it to MESSAGES:\n" + (
         "\n".join(copies)
     )
 

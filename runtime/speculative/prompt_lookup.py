@@ -75,7 +75,7 @@ class PromptLookupMethod(DraftMethod):
 
     def check(self, spec: RunnerSpec) -> None:
         if spec.draft is not None:
-            raise EtspecError("--draft-method prompt-lookup uses no draft file; drop --draft")
+            raise EtspecError(message("lookup_with_draft"))
 
     def runner(
         self, spec: RunnerSpec, target: Program, draft: Program | None

@@ -131,12 +131,12 @@ void check_artifact(const std::string& path) {
     if (declared < 0 || declared == size) {
       throw Error(message("no_trailer", {{"path", path}, {"expected", version}}));
     }
-    throw Error(message("damaged", {{"path", path}, {"what", "no integrity trailer at its end"}}));
+    throw Error(message("damaged", {{"path", path}, {"what", message("damage_trailer", {})}}));
   }
   const uint64_t program_size = le64(trailer + 32);
   if (program_size != uint64_t(size - trailer_size) ||
       (declared >= 0 && uint64_t(declared) != program_size)) {
-    throw Error(message("damaged", {{"path", path}, {"what", "its size fields disagree"}}));
+    throw Error(message("damaged", {{"path", path}, {"what", message("damage_sizes", {})}}));
   }
   Digest digest{};
   f.clear();
@@ -144,7 +144,7 @@ void check_artifact(const std::string& path) {
   if (!sha256(f, program_size, digest)) throw Error(path + ": cannot read");
   if (std::memcmp(digest.data(), trailer, 32) != 0) {
     throw Error(message("damaged", {{"path", path},
-                                    {"what", "SHA-256 mismatch: its bytes changed after export"}}));
+                                    {"what", message("damage_digest", {})}}));
   }
 }
 

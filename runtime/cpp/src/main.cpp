@@ -197,7 +197,7 @@ int run(int argc, char** argv) {
     throw UsageError(etspec::message("assistant_with_draft", {}));
   }
   if (lookup && opt.count("--draft")) {
-    throw UsageError("--draft-method prompt-lookup uses no draft file; drop --draft");
+    throw UsageError(etspec::message("lookup_with_draft", {}));
   }
   // Prompt lookup's n-gram range: as `etspec generate`'s defaults (contract.DEFAULT_MAX_NGRAM).
   const int64_t min_ngram =
