@@ -200,6 +200,8 @@ MESSAGES = {
     "draft_scratch": "tree {name} feeds {fed} draft nodes per step, the draft artifact has "
     "{scratch} scratch slots (step width {step_width}); use a smaller tree or re-export the "
     "draft with --scratch {need}",
+    "draft_window": "draft window must be at least 1 token, got {value}",
+    "window_needs_draft": "--draft-window truncates an EAGLE-3 draft's attention; give --draft",
     "ngram_range": "prompt lookup needs 1 <= min_ngram <= max_ngram",
     "lookup_with_draft": "--draft-method prompt-lookup uses no draft file; drop --draft",
     "scratch_exhausted": "tree needs more than the draft's {scratch} scratch slots",

@@ -45,8 +45,16 @@ def _python(  # type: ignore[no-untyped-def]
     tree: str,
     kv: str,
     draft_method: str = "eagle3",
+    draft_window: int | None = None,
 ):
-    spec = RunnerSpec(target, draft, draft_method, tree=TreeSettings(tree, 3), kv_strategy=kv)
+    spec = RunnerSpec(
+        target,
+        draft,
+        draft_method,
+        tree=TreeSettings(tree, 3),
+        kv_strategy=kv,
+        draft_window=draft_window,
+    )
     base, spec_runner = load_runners(spec)
     return (spec_runner or base).generate(prompt, budget, ignore_eos=True)
 
@@ -110,6 +118,29 @@ def test_sliding_band_past_the_first_granule_equals_python(  # type: ignore[no-u
     (out,) = _cpp(runner_bin, case.target.pte, prompt, *args)
     assert out["token_ids"] == ref.token_ids and len(ref.token_ids) == 20
     assert out["stats"]["verify_calls"] == ref.stats.verify_calls
+
+
+@pytest.mark.parametrize(("tree", "kv"), MODES[1:])
+def test_draft_window_equals_python(  # type: ignore[no-untyped-def]
+    artifacts, runner_bin: Path, tree: str, kv: str
+) -> None:
+    """``--draft-window 4`` (the draft attends to its last 4 positions): the Python runtime's
+    ids, calls and acceptance, on prompts longer and shorter than the window."""
+    case = PAIRS["step4"](artifacts)
+    vocab = case.target.hf.config.vocab_size
+    moved = False
+    for i, prompt in enumerate(random_prompts(3, vocab, 30, seed=13)):
+        ref = _python(case.target.pte, case.pte, prompt, 20, tree, kv, draft_window=4)
+        full = _python(case.target.pte, case.pte, prompt, 20, tree, kv)
+        moved = moved or full.stats.accept_pos != ref.stats.accept_pos
+        args = ["--draft", str(case.pte), "--draft-window", "4", "--tree", tree]
+        args += ["--num-spec-tokens", "3", "--kv", kv, "--max-new-tokens", "20", "--ignore-eos"]
+        (out,) = _cpp(runner_bin, case.target.pte, prompt, *args)
+        assert out["token_ids"] == ref.token_ids, (tree, kv, i)
+        st = out["stats"]
+        for key in ("verify_calls", "draft_calls", "accepted_tokens", "accept_pos"):
+            assert st[key] == getattr(ref.stats, key), (key, tree, kv, i)
+    assert moved  # the window changed what the draft proposed: it was not ignored
 
 
 @pytest.mark.parametrize(("tree", "kv"), MODES[1:])

@@ -115,7 +115,7 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         if not isinstance(meta, DraftMetadata) or meta.draft_method != EAGLE3:
             raise EtspecError("Eagle3DraftRunner needs an EAGLE-3 draft artifact")
         if window is not None and window < 1:
-            raise EtspecError(f"draft window must be at least 1 token, got {window}")
+            raise EtspecError(message("draft_window", value=window))
         self.program = program
         self.meta = meta
         self.window = window
@@ -344,7 +344,7 @@ class Eagle3Method(DraftMethod):
 
     def check(self, spec: RunnerSpec) -> None:
         if spec.draft_window is not None and spec.draft is None:
-            raise EtspecError("--draft-window truncates an EAGLE-3 draft's attention; give --draft")
+            raise EtspecError(message("window_needs_draft"))
 
     def runner(
         self, spec: RunnerSpec, target: Program, draft: Program | None
@@ -353,4 +353,5 @@ class Eagle3Method(DraftMethod):
         return Eagle3DraftRunner(draft, spec.draft_window)
 
     def cpp_args(self, spec: RunnerSpec) -> list[str] | None:
-        return ["--draft", str(spec.draft)]
+        window = [] if spec.draft_window is None else ["--draft-window", str(spec.draft_window)]
+        return ["--draft", str(spec.draft), *window]

@@ -1,7 +1,7 @@
 // etspec_runner: run an etspec .pte pair without Python.
 //
 //   etspec_runner --target T.pte [--draft D.pte | --draft-method gemma4-assistant |
-//       --draft-method prompt-lookup [--min-ngram 1] [--max-ngram 3]]
+//       --draft-method prompt-lookup [--min-ngram 1] [--max-ngram 3]] [--draft-window N]
 //       --prompt-ids 1,2,3 [--max-new-tokens 128]
 //       [--tree chain|static] [--num-spec-tokens 3] [--static-tree N8|D3xBF2|JSON]
 //       (--tree defaults to chain here: the Python runtime's default, auto, is not ported yet)
@@ -61,7 +61,7 @@ struct UsageError : etspec::Error {
 
 const char* kUsage =
     "usage: etspec_runner --target T.pte [--draft D.pte | --draft-method gemma4-assistant | "
-    "--draft-method prompt-lookup [--min-ngram N] [--max-ngram N]] "
+    "--draft-method prompt-lookup [--min-ngram N] [--max-ngram N]] [--draft-window N] "
     "--prompt-ids 1,2,3 "
     "[--max-new-tokens N] [--tree chain|static] [--num-spec-tokens N] [--static-tree SPEC] "
     "[--kv position-overwrite|scratch-commit] [--temperature T] [--top-k K] [--top-p P] "
@@ -164,7 +164,7 @@ int run(int argc, char** argv) {
   static const char* known[] = {"--target", "--draft", "--draft-method", "--prompt-ids", "--max-new-tokens",
                                 "--tree", "--num-spec-tokens", "--static-tree", "--kv", "--temperature",
                                 "--top-k", "--top-p", "--seed", "--num-samples", "--min-ngram",
-                                "--max-ngram"};
+                                "--max-ngram", "--draft-window"};
   for (const auto& [k, v] : opt) {
     bool ok = false;
     for (const char* n : known) ok = ok || k == n;
@@ -209,6 +209,17 @@ int run(int argc, char** argv) {
     throw UsageError("--min-ngram/--max-ngram apply to --draft-method prompt-lookup");
   }
   const bool speculative = opt.count("--draft") > 0 || assistant || lookup;
+  // --draft-window N: the EAGLE-3 draft attends to its last N positions only (an ablation).
+  int64_t window = 0;
+  if (opt.count("--draft-window")) {
+    window = number<int64_t>("--draft-window", opt["--draft-window"]);
+    if (window < 1) {
+      throw UsageError(etspec::message("draft_window", {{"value", opt["--draft-window"]}}));
+    }
+    if (!opt.count("--draft")) {
+      throw UsageError(etspec::message("window_needs_draft", {}));
+    }
+  }
   const std::string tree = opt.count("--tree") ? opt["--tree"] : "chain";
   int64_t length = etspec::contract::kDefaultChainLength;
   if (opt.count("--num-spec-tokens")) {
@@ -274,7 +285,7 @@ int run(int argc, char** argv) {
     } else if (lookup) {
       drafter = std::make_unique<etspec::PromptLookupDraftRunner>(max_ngram, min_ngram);
     } else {
-      drafter = std::make_unique<etspec::Eagle3DraftRunner>(*draft, target.meta);
+      drafter = std::make_unique<etspec::Eagle3DraftRunner>(*draft, target.meta, window);
     }
     generator = std::make_unique<etspec::SpeculativeTokenGenerator>(
         std::move(drafter), target.meta, std::move(shape), kv_strategy);

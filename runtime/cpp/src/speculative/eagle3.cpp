@@ -4,8 +4,19 @@
 
 namespace etspec {
 
-Eagle3DraftRunner::Eagle3DraftRunner(DraftProgram& program, const TargetMetadata& target)
-    : program_(program), target_vocab_(target.vocab_size) {
+void truncate_to_window(std::vector<float>& mask, const std::vector<int64_t>& positions,
+                        int64_t width, int64_t committed, int64_t window) {
+  if (window <= 0) return;
+  for (size_t r = 0; r < positions.size(); ++r) {
+    const int64_t cut = std::min(positions[r] - window + 1, committed);
+    if (cut > 0) std::fill_n(mask.data() + r * width, cut, contract::kMaskMin);
+  }
+}
+
+Eagle3DraftRunner::Eagle3DraftRunner(DraftProgram& program, const TargetMetadata& target,
+                                     int64_t window)
+    : program_(program), window_(window), target_vocab_(target.vocab_size) {
+  if (window < 0) throw Error(message("draft_window", {{"value", std::to_string(window)}}));
   const DraftMetadata& meta = program.meta;
   if (meta.draft_method != contract::kEagle3) {
     throw Error(program.path() + ": draft method '" + meta.draft_method +
@@ -29,7 +40,7 @@ Eagle3DraftRunner::Eagle3DraftRunner(DraftProgram& program, const TargetMetadata
 
 Proposal Eagle3DraftRunner::propose(const TreeShape& shape, int64_t max_height,
                                     Sampler& sampler) {
-  Eagle3Expansion expansion(program_, root_);
+  Eagle3Expansion expansion(program_, root_, window_);
   expansion.target_ids = &target_ids_;
   expansion.vocab_size = target_vocab_;
   return shape.grow(expansion, max_height, sampler);
@@ -82,6 +93,24 @@ int64_t Eagle3DraftRunner::prefill(const std::vector<int64_t>& prompt, int64_t f
     ++calls;
   }
   root_.position = total;
+  if (window_ > 0 && total > window_) {
+    // The prefill's own mask is full-causal; recompute the last row (the first proposal's
+    // root) under the window. Its K/V row depends only on its inputs (one draft layer), so
+    // rewriting it leaves the cache as it was.
+    const int64_t e = program_.meta.extend_width_for(1);
+    std::vector<int64_t> ids(e, 0), positions = iota(total - 1, e), slots = positions;
+    ids[0] = tokens.back();
+    std::vector<float> states(e * th, 0.0f);
+    std::copy_n(hidden.row(total - 1), th, states.begin());
+    int64_t width = 0;
+    std::vector<float> mask = causal(positions, width);
+    auto out = program_.run(program_.meta.extend_method(e),
+                            {longs(ids), floats(states, e, th), longs(positions), longs(slots),
+                             floats(mask, e, width)});
+    root_.logits.assign(out[0].row(0), out[0].row(0) + out[0].cols());
+    root_.state.assign(out[1].row(0), out[1].row(0) + out[1].cols());
+    ++calls;
+  }
   return calls;
 }
 
@@ -99,7 +128,7 @@ int64_t Eagle3DraftRunner::accept(const Acceptance& acceptance) {
   std::copy(hidden.begin(), hidden.end(), states.begin());
   std::vector<int64_t> positions = iota(position, e), slots = positions;
   int64_t s = 0;
-  std::vector<float> mask = layout().causal(positions, s);
+  std::vector<float> mask = causal(positions, s);
   auto out = program_.run(meta.extend_method(e),
                           {longs(ids), floats(states, e, th), longs(positions), longs(slots),
                            floats(mask, e, s)});
@@ -109,8 +138,15 @@ int64_t Eagle3DraftRunner::accept(const Acceptance& acceptance) {
   return 1;
 }
 
-Eagle3Expansion::Eagle3Expansion(DraftProgram& program, const DraftRoot& root)
-    : program_(program), root_(root),
+std::vector<float> Eagle3DraftRunner::causal(const std::vector<int64_t>& positions,
+                                             int64_t& width) const {
+  std::vector<float> mask = layout().causal(positions, width);
+  truncate_to_window(mask, positions, width, layout().committed(width), window_);
+  return mask;
+}
+
+Eagle3Expansion::Eagle3Expansion(DraftProgram& program, const DraftRoot& root, int64_t window)
+    : program_(program), root_(root), window_(window),
       scratch_(program.meta.cache_size - program.meta.max_context) {
   const int64_t handles = scratch_ + 1, h = root.state.size();
   states_.assign(handles * h, 0.0f);
@@ -148,6 +184,7 @@ std::vector<std::vector<float>> Eagle3Expansion::expand(const std::vector<int64_
       row[ctx + first + r] = 0.0f;  // every row sees itself
       std::copy_n(states_.data() + index[r] * h, h, in.data() + r * h);
     }
+    truncate_to_window(mask, positions, s, ctx, window_);
     auto res = program_.run(contract::kDRAFT_STEP,
                                    {longs(ids), floats(in, w, h), longs(positions), longs(slots),
                                     floats(mask, w, s)});

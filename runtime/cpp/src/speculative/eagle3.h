@@ -24,7 +24,9 @@ struct DraftRoot {
 
 class Eagle3DraftRunner : public SpeculativeDraftRunner {
  public:
-  Eagle3DraftRunner(DraftProgram& program, const TargetMetadata& target);
+  // `window` > 0: the draft attends to its last `window` positions only (EAGLE-Pangu's
+  // drafter-only truncation); the target and its verification are untouched.
+  Eagle3DraftRunner(DraftProgram& program, const TargetMetadata& target, int64_t window = 0);
   void reset() override;
   int64_t prefill(const std::vector<int64_t>& prompt, int64_t first,
                   const Tensor& hidden) override;
@@ -37,18 +39,26 @@ class Eagle3DraftRunner : public SpeculativeDraftRunner {
 
  private:
   MaskLayout layout() const { return {program_.meta.max_context, program_.meta.cache_size}; }
+  // Causal rows at `positions`, cut to the window; sets `width`.
+  std::vector<float> causal(const std::vector<int64_t>& positions, int64_t& width) const;
   DraftProgram& program_;
+  int64_t window_;
   int64_t target_vocab_;
   std::vector<int64_t> target_ids_;  // draft id -> target id
   DraftRoot root_;
 };
+
+// Hides committed columns [0, committed) more than `window - 1` positions behind each row of
+// a [positions.size(), width] mask (eagle3.py's DraftGeometry.truncate); 0: no window.
+void truncate_to_window(std::vector<float>& mask, const std::vector<int64_t>& positions,
+                        int64_t width, int64_t committed, int64_t window);
 
 // One proposal's growth in the draft cache. A fed node pairs its token with its parent's
 // output state at position committed + depth - 1, sits in the next scratch slot and sees the
 // committed slots, its fed ancestors' slots and its own.
 class Eagle3Expansion : public Expander {
  public:
-  Eagle3Expansion(DraftProgram& program, const DraftRoot& root);
+  Eagle3Expansion(DraftProgram& program, const DraftRoot& root, int64_t window);
   const std::vector<float>& root() const override { return root_.logits; }
   std::vector<std::vector<float>> expand(const std::vector<int64_t>& parents,
                                          const std::vector<int64_t>& tokens) override;
@@ -56,6 +66,7 @@ class Eagle3Expansion : public Expander {
  private:
   DraftProgram& program_;
   const DraftRoot& root_;
+  int64_t window_;
   int64_t scratch_;
   int64_t fed_ = 0;
   std::vector<int64_t> depth_{0};
