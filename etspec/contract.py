@@ -206,6 +206,13 @@ MESSAGES = {
     "lookup_with_draft": "--draft-method prompt-lookup uses no draft file; drop --draft",
     "scratch_exhausted": "tree needs more than the draft's {scratch} scratch slots",
     "static_tree_empty": "a static tree needs at least one node",
+    "knob_twice": "give {first} or {second}, not both (both set the dynamic tree's {knob}; "
+    "num_steps = depth + 1)",
+    "dynamic_knobs": "dynamic tree needs depth >= 0, topk >= 1 and total_tokens >= 2 (got depth "
+    "{depth}, topk {topk}, total_tokens {total})",
+    "draft_nan": "the draft produced NaN logits; cannot build a tree from them",
+    "tree_neg_inf": "a selected tree candidate has score -inf (the draft gave it probability 0)",
+    "rerank_orphan": "reranking kept a node without its parent (scores not monotone)",
     "tree_choice_ranks": "tree choice {path} must be a non-empty list of ranks >= 0",
     "tree_choice_parent": "tree choice {path} has no parent {parent}",
     "full_tree": "a full tree needs depth >= 1 and branching >= 1",
@@ -267,8 +274,16 @@ STATIC_TREE_MAX_NODES = 15
 # Prior acceptance of a draft's rank-r candidate (r = 0, 1, ...; later ranks reuse the last),
 # which orders a pruned static tree's nodes best-first (Medusa/EAGLE-style sparse trees).
 DEFAULT_RANK_ACCEPT = (0.7, 0.15, 0.06, 0.03)
+# ``--tree dynamic`` without --draft-topk: candidates kept per expanded node.
+DEFAULT_DYNAMIC_TOPK = 4
 # A tokenizer digest in messages: its first this-many hex digits.
 DIGEST_SHOWN = 12
+
+
+def default_dynamic_depth(width: int) -> int:
+    """``--tree dynamic``'s expansion passes without --depth, for a ``width``-row verify:
+    deeper for wider budgets (2..5)."""
+    return min(5, max(2, width.bit_length() - 2))
 
 
 def hidden_spec_text(point: str, layers: Sequence[int]) -> str:
@@ -525,7 +540,8 @@ def check_pair(target: TargetMetadata, draft: DraftMetadata) -> None:
         )
 
 
-# The C++ twins of width_method, mask_width, band_start and hidden_spec_text above, written
+# The C++ twins of width_method, mask_width, band_start, default_dynamic_depth and
+# hidden_spec_text above, written
 # into the generated header next to the values they read (tests/test_contract.py runs both
 # on a grid of inputs).
 _CPP_FUNCTIONS = r"""
@@ -536,6 +552,10 @@ inline int64_t mask_width(int64_t needed, int64_t max_context, int64_t cache_siz
   const int64_t g = kMaskGranule;
   const int64_t n = std::min(max_context, std::max<int64_t>(1, (needed + g - 1) / g * g));
   return n + cache_size - max_context;
+}
+inline int64_t default_dynamic_depth(int64_t width) {
+  const int64_t bits = width > 0 ? 64 - __builtin_clzll(static_cast<unsigned long long>(width)) : 0;
+  return std::min<int64_t>(5, std::max<int64_t>(2, bits - 2));
 }
 inline int64_t band_start(int64_t lowest, int64_t committed, int64_t window) {
   const int64_t lo = std::max<int64_t>(0, lowest - window + 1) / kMaskGranule * kMaskGranule;
@@ -631,6 +651,7 @@ def cpp_header() -> str:
         *(f"inline constexpr const char* k{k} = {q(v)};" for k, v in facts.items()),
         f"inline constexpr long kDefaultChainLength = {DEFAULT_CHAIN_LENGTH};",
         f"inline constexpr long kDefaultMaxNgram = {DEFAULT_MAX_NGRAM};",
+        f"inline constexpr long kDefaultDynamicTopk = {DEFAULT_DYNAMIC_TOPK};",
         f"inline constexpr long kDefaultMaxNewTokens = {DEFAULT_MAX_NEW_TOKENS};",
         f"inline constexpr long kStaticTreeMaxNodes = {STATIC_TREE_MAX_NODES};",
         f"inline constexpr size_t kDigestShown = {DIGEST_SHOWN};",

@@ -21,6 +21,7 @@ from etspec.contract import (
     STATS_FIELDS,
     band_start,
     cpp_header,
+    default_dynamic_depth,
     hidden_spec_text,
     mask_width,
     width_method,
@@ -174,6 +175,8 @@ int main() {
     for (long committed : {2L, 64L, 768L, 4096L})
       for (long window : {16L, 512L})
         std::printf("%lld\n", (long long)band_start(lowest, committed, window));
+  for (long w : {1L, 4L, 8L, 15L, 16L, 32L, 64L, 200L})
+    std::printf("%lld\n", (long long)default_dynamic_depth(w));
   std::printf("%s\n", hidden_spec_text("layer_input", {2, 4, 6}).c_str());
   std::printf("%s\n", hidden_spec_text("final_norm", {18}).c_str());
 }
@@ -193,6 +196,7 @@ def _python_probe() -> list[str]:
         for n in (2, 64, 768, 4096)
         for w in (16, 512)
     ]
+    out += [str(default_dynamic_depth(w)) for w in (1, 4, 8, 15, 16, 32, 64, 200)]
     out += [hidden_spec_text("layer_input", (2, 4, 6)), hidden_spec_text("final_norm", (18,))]
     return out
 

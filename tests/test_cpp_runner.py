@@ -120,6 +120,46 @@ def test_sliding_band_past_the_first_granule_equals_python(  # type: ignore[no-u
     assert out["stats"]["verify_calls"] == ref.stats.verify_calls
 
 
+@pytest.mark.parametrize("kv", ["position-overwrite", "scratch-commit"])
+@pytest.mark.parametrize("pair", ["step4", "gemma3"])
+def test_dynamic_trees_equal_python(  # type: ignore[no-untyped-def]
+    artifacts, runner_bin: Path, pair: str, kv: str
+) -> None:
+    """``--tree dynamic`` (EAGLE-2): the default tree for the widest verify and one with
+    every knob given, as the bench passes them: Python's ids, calls and acceptance."""
+    from etspec.tools.peers.cpp_runner import CppRunner
+
+    case = PAIRS[pair](artifacts)
+    vocab = case.target.hf.config.vocab_size
+    for n, (settings, tree) in enumerate(
+        [
+            (TreeSettings("dynamic"), "dynamic"),
+            (TreeSettings("dynamic", depth=1, topk=3, total_tokens=6), "dynamic-d1k3t6"),
+        ]
+    ):
+        tree_args = CppRunner.tree_args_for(tree, settings)
+        assert tree_args is not None
+        for i, prompt in enumerate(random_prompts(3, vocab, 20, seed=17 + n)):
+            spec = RunnerSpec(case.target.pte, case.pte, tree=settings, kv_strategy=kv)
+            _, runner = load_runners(spec)
+            ref = runner.generate(prompt, 18, ignore_eos=True)
+            args = ["--draft", str(case.pte), *tree_args, "--kv", kv]
+            (out,) = _cpp(
+                runner_bin, case.target.pte, prompt, "--max-new-tokens", "18", "--ignore-eos", *args
+            )
+            assert out["token_ids"] == ref.token_ids, (tree, kv, i)
+            st = out["stats"]
+            for key in (
+                "verify_calls",
+                "draft_calls",
+                "accepted_tokens",
+                "accept_pos",
+                "commit_calls",
+            ):
+                assert st[key] == getattr(ref.stats, key), (key, tree, kv, i)
+            assert st["shape_steps"] == ref.stats.shape_steps
+
+
 @pytest.mark.parametrize(("tree", "kv"), MODES[1:])
 def test_draft_window_equals_python(  # type: ignore[no-untyped-def]
     artifacts, runner_bin: Path, tree: str, kv: str

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from etspec.contract import message
 from etspec.errors import EtspecError
 from etspec.runtime.sampling import Sampler
 from etspec.runtime.speculative.draft_runner import Proposal
@@ -44,10 +45,7 @@ _TOTAL_KEYS = {
 class DynamicTree(TreeShape):
     def __init__(self, depth: int = 5, topk: int = 8, total_tokens: int = 60) -> None:
         if depth < 0 or topk < 1 or total_tokens < 2:
-            raise EtspecError(
-                f"dynamic tree needs depth >= 0, topk >= 1 and total_tokens >= 2 (got depth "
-                f"{depth}, topk {topk}, total_tokens {total_tokens})"
-            )
+            raise EtspecError(message("dynamic_knobs", depth=depth, topk=topk, total=total_tokens))
         self.depth = depth
         self.topk = topk
         self.total_tokens = total_tokens
@@ -74,10 +72,7 @@ class DynamicTree(TreeShape):
             else:
                 raise EtspecError(f"unknown dynamic tree setting {key!r}")
             if knob in given:
-                raise EtspecError(
-                    f"give {given[knob]} or {key}, not both (both set the dynamic tree's "
-                    f"{knob}; num_steps = depth + 1)"
-                )
+                raise EtspecError(message("knob_twice", first=given[knob], second=key, knob=knob))
             given[knob], kw[knob] = key, v
         return kw
 
@@ -133,7 +128,7 @@ def _parent_handles(
 
 def _log_probs(logits: torch.Tensor) -> torch.Tensor:
     if bool(torch.isnan(logits).any()):
-        raise TreeError("the draft produced NaN logits; cannot build a tree from them")
+        raise TreeError(message("draft_nan"))
     return torch.log_softmax(logits.float(), dim=-1)
 
 
@@ -146,13 +141,11 @@ def rerank(
         raise TreeError("a tree candidate has a NaN score")
     chosen = torch.sort(top(scores, nodes)).values  # level order: parents before children
     if not bool(torch.isfinite(scores[chosen]).all()):
-        raise TreeError(
-            "a selected tree candidate has score -inf (the draft gave it probability 0)"
-        )
+        raise TreeError(message("tree_neg_inf"))
     row = torch.full((scores.numel(),), -1, dtype=torch.long)
     row[chosen] = torch.arange(1, chosen.numel() + 1)
     par = parent[chosen]
     rows = torch.where(par < 0, 0, row[par.clamp_min(0)])
     if bool((rows < 0).any()):
-        raise TreeError("reranking kept a node without its parent (scores not monotone)")
+        raise TreeError(message("rerank_orphan"))
     return chosen, rows.tolist()

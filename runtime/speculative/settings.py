@@ -8,8 +8,10 @@ from dataclasses import dataclass
 
 from etspec.contract import (
     DEFAULT_CHAIN_LENGTH,
+    DEFAULT_DYNAMIC_TOPK,
     STATIC_TREE_MAX_NODES,
     TargetMetadata,
+    default_dynamic_depth,
     message,
 )
 from etspec.errors import EtspecError
@@ -36,10 +38,9 @@ def parse_shape(name: str) -> TreeShape:
     return StaticTree.parse(name)
 
 
-def default_dynamic(width: int, topk: int = 4) -> DynamicTree:
+def default_dynamic(width: int, topk: int = DEFAULT_DYNAMIC_TOPK) -> DynamicTree:
     """A dynamic tree filling a verify width: deeper for wider budgets (depth 2..5)."""
-    depth = min(5, max(2, width.bit_length() - 2))
-    return DynamicTree(depth=depth, topk=topk, total_tokens=width)
+    return DynamicTree(depth=default_dynamic_depth(width), topk=topk, total_tokens=width)
 
 
 def auto_candidates(target: TargetMetadata, branching: bool) -> list[TreeShape]:

@@ -19,6 +19,7 @@ from etspec.contract import DEFAULT_KV_STRATEGY
 from etspec.errors import EtspecError
 from etspec.runtime.runner import GenerationResult, TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
+from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.settings import TREE_MODES, TreeSettings, parse_shape
 from etspec.runtime.speculative.shapes import ChainShape
 from etspec.runtime.speculative.static_tree import StaticTree
@@ -55,9 +56,17 @@ class CppRunner(OutsidePeer):
     @staticmethod
     def tree_args_for(name: str, settings: TreeSettings) -> list[str] | None:
         """The binary's arguments for a bench tree name (a mode or a shape name), or None
-        for what it does not run (auto, dynamic trees)."""
+        for what it does not run (auto)."""
         if name == "chain":
             return ["--tree", "chain", "--num-spec-tokens", str(settings.num_spec_tokens)]
+        if name == "dynamic":
+            knobs = {"--depth": settings.depth, "--draft-topk": settings.topk}
+            knobs["--total-tokens"] = settings.total_tokens
+            return [
+                "--tree",
+                "dynamic",
+                *(a for k, v in knobs.items() if v is not None for a in (k, str(v))),
+            ]
         if name == "static":
             extra = ["--static-tree", settings.static_tree] if settings.static_tree else []
             return ["--tree", "static", *extra]
@@ -68,6 +77,11 @@ class CppRunner(OutsidePeer):
             return ["--tree", "chain", "--num-spec-tokens", str(shape.length)]
         if isinstance(shape, StaticTree):
             return ["--tree", "static", "--static-tree", name]
+        if isinstance(shape, DynamicTree):
+            return [
+                "--tree", "dynamic", "--depth", str(shape.depth), "--draft-topk",
+                str(shape.topk), "--total-tokens", str(shape.total_tokens),
+            ]  # fmt: skip
         return None
 
     def command(

@@ -3,7 +3,8 @@
 //   etspec_runner --target T.pte [--draft D.pte | --draft-method gemma4-assistant |
 //       --draft-method prompt-lookup [--min-ngram 1] [--max-ngram 3]] [--draft-window N]
 //       --prompt-ids 1,2,3 [--max-new-tokens 128]
-//       [--tree chain|static] [--num-spec-tokens 3] [--static-tree N8|D3xBF2|JSON]
+//       [--tree chain|static|dynamic] [--num-spec-tokens 3] [--static-tree N8|D3xBF2|JSON]
+//       [--depth N | --num-steps N] [--draft-topk K] [--total-tokens T]
 //       (--tree defaults to chain here: the Python runtime's default, auto, is not ported yet)
 //       [--kv position-overwrite|scratch-commit]
 //       [--temperature 0] [--top-k 0] [--top-p 1] [--seed N] [--num-samples 1]
@@ -34,6 +35,7 @@
 #include "sampler.h"
 #include "speculative/eagle3.h"
 #include "speculative/gemma4_assistant.h"
+#include "speculative/dynamic_tree.h"
 #include "speculative/generator.h"
 #include "speculative/prompt_lookup.h"
 #include "speculative/static_tree.h"
@@ -63,7 +65,8 @@ const char* kUsage =
     "usage: etspec_runner --target T.pte [--draft D.pte | --draft-method gemma4-assistant | "
     "--draft-method prompt-lookup [--min-ngram N] [--max-ngram N]] [--draft-window N] "
     "--prompt-ids 1,2,3 "
-    "[--max-new-tokens N] [--tree chain|static] [--num-spec-tokens N] [--static-tree SPEC] "
+    "[--max-new-tokens N] [--tree chain|static|dynamic] [--num-spec-tokens N] "
+    "[--static-tree SPEC] [--depth N] [--draft-topk K] [--total-tokens T] "
     "[--kv position-overwrite|scratch-commit] [--temperature T] [--top-k K] [--top-p P] "
     "[--seed N] [--num-samples N] [--ignore-eos] [--no-weight-cache] [--json] [--verbose]";
 
@@ -164,7 +167,8 @@ int run(int argc, char** argv) {
   static const char* known[] = {"--target", "--draft", "--draft-method", "--prompt-ids", "--max-new-tokens",
                                 "--tree", "--num-spec-tokens", "--static-tree", "--kv", "--temperature",
                                 "--top-k", "--top-p", "--seed", "--num-samples", "--min-ngram",
-                                "--max-ngram", "--draft-window"};
+                                "--max-ngram", "--draft-window", "--depth", "--num-steps",
+                                "--draft-topk", "--total-tokens"};
   for (const auto& [k, v] : opt) {
     bool ok = false;
     for (const char* n : known) ok = ok || k == n;
@@ -228,12 +232,25 @@ int run(int argc, char** argv) {
   std::unique_ptr<etspec::TreeShape> shape;
   if (tree == "chain") {
     shape = std::make_unique<etspec::ChainShape>(length);
-  } else if (tree == "dynamic" || tree == "auto") {
-    throw UsageError("--tree " + tree +
-                     " is not supported by the C++ runner yet; use chain or static");
-  } else if (tree != "static") {
+  } else if (tree == "auto") {
+    throw UsageError("--tree auto is not supported by the C++ runner yet; use chain, static or "
+                     "dynamic");
+  } else if (tree != "static" && tree != "dynamic") {
+    throw UsageError(etspec::message("unknown_choice", {{"what", "--tree"},
+                                                        {"value", tree},
+                                                        {"choices", "chain, static, dynamic"}}));
+  }
+  // Dynamic-tree knobs (EAGLE's --depth counts expansion passes, SGLang's --num-steps levels).
+  if (opt.count("--depth") && opt.count("--num-steps")) {
     throw UsageError(etspec::message(
-        "unknown_choice", {{"what", "--tree"}, {"value", tree}, {"choices", "chain, static"}}));
+        "knob_twice", {{"first", "--depth"}, {"second", "--num-steps"}, {"knob", "depth"}}));
+  }
+  int64_t depth = -1, topk = contract::kDefaultDynamicTopk, total_tokens = -1;
+  if (opt.count("--depth")) depth = number<int64_t>("--depth", opt["--depth"]);
+  if (opt.count("--num-steps")) depth = number<int64_t>("--num-steps", opt["--num-steps"]) - 1;
+  if (opt.count("--draft-topk")) topk = number<int64_t>("--draft-topk", opt["--draft-topk"]);
+  if (opt.count("--total-tokens")) {
+    total_tokens = number<int64_t>("--total-tokens", opt["--total-tokens"]);
   }
   const std::string kv_strategy = opt.count("--kv") ? opt["--kv"] : contract::kDefaultKvStrategy;
   if (std::find(std::begin(etspec::contract::kKvStrategies),
@@ -276,6 +293,13 @@ int run(int argc, char** argv) {
     const std::string spec = opt.count("--static-tree") ? opt["--static-tree"]
                                                         : "N" + std::to_string(nodes);
     shape = std::make_unique<etspec::StaticTree>(etspec::StaticTree::parse(spec));
+  } else if (tree == "dynamic") {
+    // The Python runtime's default dynamic tree fills the widest verify
+    // (settings.default_dynamic); each knob given replaces its default.
+    const int64_t width = target.meta.verify_width;
+    shape = std::make_unique<etspec::DynamicTree>(
+        depth >= 0 ? depth : contract::default_dynamic_depth(width), topk,
+        total_tokens >= 0 ? total_tokens : width);
   }
   std::unique_ptr<etspec::TokenGenerator> generator;
   if (speculative) {
