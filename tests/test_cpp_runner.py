@@ -59,6 +59,13 @@ def _python(  # type: ignore[no-untyped-def]
     return (spec_runner or base).generate(prompt, budget, ignore_eos=True)
 
 
+def _same_as_python(out: dict, ref, keys: tuple[str, ...], label: object) -> None:  # type: ignore[no-untyped-def, type-arg]
+    """The binary's ``--json`` record has Python's ids and these stats fields."""
+    assert out["token_ids"] == ref.token_ids, label
+    for key in keys:
+        assert out["stats"][key] == getattr(ref.stats, key), (key, label)
+
+
 MODES = [
     ("target-only", "position-overwrite"),
     ("chain", "position-overwrite"),
@@ -147,17 +154,8 @@ def test_dynamic_trees_equal_python(  # type: ignore[no-untyped-def]
             (out,) = _cpp(
                 runner_bin, case.target.pte, prompt, "--max-new-tokens", "18", "--ignore-eos", *args
             )
-            assert out["token_ids"] == ref.token_ids, (tree, kv, i)
-            st = out["stats"]
-            for key in (
-                "verify_calls",
-                "draft_calls",
-                "accepted_tokens",
-                "accept_pos",
-                "commit_calls",
-            ):
-                assert st[key] == getattr(ref.stats, key), (key, tree, kv, i)
-            assert st["shape_steps"] == ref.stats.shape_steps
+            keys = ("verify_calls", "draft_calls", "accepted_tokens", "accept_pos", "commit_calls")
+            _same_as_python(out, ref, (*keys, "shape_steps"), (tree, kv, i))
 
 
 @pytest.mark.parametrize(("tree", "kv"), MODES[1:])
@@ -176,10 +174,8 @@ def test_draft_window_equals_python(  # type: ignore[no-untyped-def]
         args = ["--draft", str(case.pte), "--draft-window", "4", "--tree", tree]
         args += ["--num-spec-tokens", "3", "--kv", kv, "--max-new-tokens", "20", "--ignore-eos"]
         (out,) = _cpp(runner_bin, case.target.pte, prompt, *args)
-        assert out["token_ids"] == ref.token_ids, (tree, kv, i)
-        st = out["stats"]
-        for key in ("verify_calls", "draft_calls", "accepted_tokens", "accept_pos"):
-            assert st[key] == getattr(ref.stats, key), (key, tree, kv, i)
+        keys = ("verify_calls", "draft_calls", "accepted_tokens", "accept_pos")
+        _same_as_python(out, ref, keys, (tree, kv, i))
     assert moved  # the window changed what the draft proposed: it was not ignored
 
 
@@ -204,16 +200,8 @@ def test_prompt_lookup_equals_python(  # type: ignore[no-untyped-def]
         (out,) = _cpp(
             runner_bin, case.target.pte, prompt, "--max-new-tokens", "24", "--ignore-eos", *args
         )
-        assert out["token_ids"] == ref.token_ids, (tree, kv, i)
-        st = out["stats"]
-        for key in (
-            "verify_calls",
-            "decode_calls",
-            "accepted_tokens",
-            "accept_pos",
-            "commit_calls",
-        ):
-            assert st[key] == getattr(ref.stats, key), (key, tree, kv, i)
+        keys = ("verify_calls", "decode_calls", "accepted_tokens", "accept_pos", "commit_calls")
+        _same_as_python(out, ref, keys, (tree, kv, i))
     assert hits > 0  # the repeating prompts exercised accepted lookups, not only misses
 
 
