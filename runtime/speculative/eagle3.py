@@ -79,7 +79,7 @@ class DraftGeometry:
     @property
     def scratch(self) -> int:
         """Draft cache slots past the context, where tree nodes are fed."""
-        return self.meta.cache_size - self.meta.max_context
+        return len(self.scratch_slots)
 
     def causal(self, positions: torch.Tensor) -> torch.Tensor:
         mask = self.layout.causal(positions)
