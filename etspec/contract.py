@@ -176,6 +176,17 @@ MESSAGES = {
     "the target .pte (etspec export target --assistant); drop --draft",
     "no_assistant": "this target artifact holds no Gemma 4 assistant; export it with "
     "`etspec export target DIR --assistant ASSISTANT_DIR`",
+    # Text in and out (runtime/tokenizer.py, the C++ Tokenizer).
+    "tokenizer_unreadable": "the artifact's tokenizer cannot be read ({reason})",
+    "no_tokenizer": "this target artifact carries no tokenizer; pass token ids instead "
+    "(--prompt-ids 1,2,3)",
+    "prompt_not_utf8": "the prompt is not UTF-8 text (byte 0x{byte} at offset {offset}); "
+    "pass UTF-8 text",
+    "prompt_file_not_utf8": "{path}: not UTF-8 text (byte 0x{byte} at offset {offset}); save "
+    "the prompt as UTF-8",
+    "prompt_file_unreadable": "{path}: cannot read the prompt file ({reason})",
+    "one_prompt": "give exactly one of --prompt TEXT, --prompt-ids 1,2,3, --prompt-file PATH "
+    "or --humaneval N",
     # Request checks (runtime/runner.py, the C++ Runner::generate), before any state changes.
     "empty_prompt": "empty prompt: give at least one token",
     "token_outside_vocab": "prompt token id {token} is outside the vocabulary [0, {vocab})",

@@ -102,10 +102,7 @@ class TextLLMRunner:
     def encode(self, prompt: str | Sequence[int] | torch.Tensor) -> list[int]:
         if isinstance(prompt, str):
             if self.tokenizer is None:
-                raise GenerationError(
-                    "this target artifact carries no tokenizer; pass token ids instead "
-                    "(--prompt-ids 1,2,3)"
-                )
+                raise GenerationError(message("no_tokenizer"))
             return self.tokenizer.encode(prompt)
         if isinstance(prompt, torch.Tensor):
             if prompt.dim() == 2 and prompt.shape[0] != 1:

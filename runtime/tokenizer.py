@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from etspec.contract import message
 from etspec.errors import EtspecError
 
 
@@ -16,7 +17,7 @@ class Tokenizer:
         try:
             self._tok = HFTokenizer.from_str(tokenizer_json.decode("utf-8"))
         except Exception as e:
-            raise EtspecError(f"the artifact's tokenizer cannot be read ({e})") from None
+            raise EtspecError(message("tokenizer_unreadable", reason=e)) from None
         # SentencePiece-style byte-fallback pieces (<0x00> ... <0xFF>) are decoded as one
         # run, whose bytes all become U+FFFD when the run is not valid UTF-8; special
         # tokens are skipped in decoding, so they do not end a run.

@@ -12,7 +12,7 @@ import click
 
 from etspec.cli.app import main, no_weight_cache_option, option, user_errors, verbose_option
 from etspec.cli.runner_options import parse_ids, runner_options, runner_spec
-from etspec.contract import DEFAULT_MAX_NEW_TOKENS
+from etspec.contract import DEFAULT_MAX_NEW_TOKENS, message
 from etspec.errors import EtspecError
 
 
@@ -30,14 +30,32 @@ def _read_prompt_file(path: Path) -> str:
     try:
         data = path.read_bytes()
     except OSError as e:
-        raise EtspecError(f"{path}: cannot read the prompt file ({e.strerror})") from None
+        raise EtspecError(
+            message("prompt_file_unreadable", path=path, reason=e.strerror)
+        ) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise EtspecError(
-            f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); "
-            "save the prompt as UTF-8"
+            message(
+                "prompt_file_not_utf8", path=path, byte=f"{data[e.start]:02x}", offset=e.start
+            )
         ) from None
+
+
+def _check_prompt_text(text: str) -> str:
+    """--prompt as the shell gave it: bytes that are not UTF-8 arrive as lone surrogates."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", "surrogateescape")
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise EtspecError(
+                message("prompt_not_utf8", byte=f"{raw[e.start]:02x}", offset=e.start)
+            ) from None
+    return text
 
 
 @main.command()
@@ -89,10 +107,7 @@ def generate(**kw: Any) -> None:
         k for k in ("prompt", "prompt_ids", "prompt_file", "humaneval_task") if kw[k] is not None
     ]
     if len(given) != 1:
-        raise EtspecError(
-            "give exactly one of --prompt TEXT, --prompt-ids 1,2,3, --prompt-file PATH or "
-            "--humaneval N"
-        )
+        raise EtspecError(message("one_prompt"))
     sampling = SamplingConfig(kw["temperature"], kw["top_k"], kw["top_p"], kw["seed"])
     sampling.check()
     processors = []
@@ -103,7 +118,7 @@ def generate(**kw: Any) -> None:
     if kw["humaneval_task"] is not None:
         prompt: Any = _humaneval_prompt(kw["humaneval_task"])
     elif kw["prompt"] is not None:
-        prompt = kw["prompt"]
+        prompt = _check_prompt_text(kw["prompt"])
     elif kw["prompt_file"] is not None:
         prompt = _read_prompt_file(kw["prompt_file"])
     else:
