@@ -184,9 +184,8 @@ MESSAGES = {
     "pass UTF-8 text",
     "prompt_file_not_utf8": "{path}: not UTF-8 text (byte 0x{byte} at offset {offset}); save "
     "the prompt as UTF-8",
-    "prompt_file_unreadable": "{path}: cannot read the prompt file ({reason})",
-    "one_prompt": "give exactly one of --prompt TEXT, --prompt-ids 1,2,3, --prompt-file PATH "
-    "or --humaneval N",
+    "prompt_file_unreadable": "{path}: the prompt file cannot be read ({reason})",
+    "one_prompt": "give exactly one of {choices}",
     # Request checks (runtime/runner.py, the C++ Runner::generate), before any state changes.
     "empty_prompt": "empty prompt: give at least one token",
     "token_outside_vocab": "prompt token id {token} is outside the vocabulary [0, {vocab})",

@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 from tiny import (
+    BUNDLED_TOKENIZER,
     EXPORT_OPTIONS,
     SMALL_VOCAB_DRAFT,
     TARGET_CONFIGS,
     Eagle3Spec,
+    gemma_style_tokenizer,
     make_eagle3_checkpoint,
     make_hf_target,
     write_tokenizer,
@@ -57,6 +59,8 @@ class Artifacts:
             if name in WITH_TOKENIZER:  # as real targets do
                 vocab = TARGET_CONFIGS[TREE_CONFIG_OF.get(name, name)]["vocab_size"]
                 write_tokenizer(ckpt, vocab)
+            if name in TEXT_TOKENIZERS:
+                (ckpt / "tokenizer.json").write_bytes(TEXT_TOKENIZERS[name]())
             pte = self.root / f"{name}.pte"
             export_target(ckpt, pte, EXPORT_OPTIONS[name])
             self._targets[name] = TargetCase(name, ckpt, pte, hf, EXPORT_OPTIONS[name])
@@ -89,6 +93,12 @@ class Artifacts:
         """The 16-token pair with a (word-level) tokenizer in the target: text in and out."""
         return self._pair("llama_small_text", "eagle3_small_text", SMALL_VOCAB_DRAFT, 4)
 
+    def bpe_text_pair(self) -> DraftCase:
+        """A 4,096-token Llama with the bundled pair's tokenizer, and its EAGLE-3 draft."""
+        spec = Eagle3Spec(target_vocab=4096, draft_vocab=256, hidden=32, target_hidden=32,
+                          intermediate=64, aux_layer_ids=None)  # fmt: skip
+        return self._pair("llama_bpe_text", "eagle3_bpe_text", spec, step_width=4)
+
     def tree_draft(self) -> DraftCase:
         """The 16-token pair compiled for trees: verify widths 16 and 72, draft step width 4."""
         return self._pair("llama_tree", "eagle3_tree", SMALL_VOCAB_DRAFT, step_width=4)
@@ -102,6 +112,11 @@ TREE_CONFIG_OF = {
 }
 # Targets whose checkpoint ships a tokenizer.json (embedded in the .pte at export).
 WITH_TOKENIZER = {"mistral_tied", "llama_small_text"}
+# Targets with a real tokenizer's kind (the C++ runner reads these; it has no word-level model).
+TEXT_TOKENIZERS = {
+    "gemma3_text": gemma_style_tokenizer,
+    "llama_bpe_text": BUNDLED_TOKENIZER.read_bytes,
+}
 
 
 @pytest.fixture(scope="session")

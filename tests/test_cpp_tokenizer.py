@@ -11,14 +11,14 @@ import os
 import random
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+from tiny import BUNDLED_TOKENIZER, gemma_style_tokenizer
 
 from etspec.runtime.tokenizer import StreamDecoder, Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
-BUNDLED = ROOT / "checkpoints/etspec-code-14m/tokenizer.json"
+BUNDLED = BUNDLED_TOKENIZER
 
 CORPUS = [
     "",
@@ -53,7 +53,7 @@ CORPUS = [
     "λ" * 500,
     "a\nb\n\nc\n\n\nd",
     "ends with newline\n",
-    "𐍈𐌰𐌹𐍂 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 \U0001F9D1\u200D\U0001F4BB",
+    "𐍈𐌰𐌹𐍂 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 \U0001f9d1\u200d\U0001f4bb",
     "Σ σ ς ǅ ǈ ǋ ǲ",
 ]
 
@@ -66,32 +66,6 @@ def _random_strings(n: int, seed: int) -> list[str]:
         + ["<|endoftext|>", "<bos>", "<start_of_turn>", "  ", "\n\n", "'s", "'ll", "▁"]
     )
     return ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 80))) for _ in range(n)]
-
-
-def _gemma_style_tokenizer() -> bytes:
-    """A small SentencePiece-style vocabulary through models/gguf.py's converter: control
-    and user-defined tokens, byte pieces, '▁'-spelled spaces, several scripts."""
-    from models.gguf import _sentencepiece_tokenizer
-
-    specials = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"]
-    user = ["▁▁", "▁▁▁▁", "\n\n", "<start_of_image>"]
-    pieces = ["\n", "▁", "e", "t", "a", "h", "o", "n", "s", "r", "d", "f", "i", "x", "(", ")",
-              ":", "▁t", "he", "▁the", "th", "▁a", "in", "de", "def", "▁f", "é", "λ", "日", "本",
-              "日本", "▁日本", "😀", "'", "s", "'s", "▁d", "▁de", "▁def", "ab", "c", "b", "abc",
-              "1", "2", "12", "▁1"]  # fmt: skip
-    tokens = specials + user + [f"<0x{b:02X}>" for b in range(256)] + pieces
-    types = [3] * len(specials) + [4] * len(user) + [6] * 256 + [1] * len(pieces)
-    fields = {
-        "tokenizer.ggml.tokens": tokens,
-        "tokenizer.ggml.token_type": types,
-        "tokenizer.ggml.unknown_token_id": 3,
-        "tokenizer.ggml.bos_token_id": 2,
-        "tokenizer.ggml.add_bos_token": True,
-    }
-    reader = SimpleNamespace(
-        fields={k: SimpleNamespace(contents=lambda v=v: v) for k, v in fields.items()}
-    )
-    return _sentencepiece_tokenizer(reader)
 
 
 def _gemma3_270m_tokenizer() -> bytes | None:
@@ -162,7 +136,7 @@ def test_bundled_tokenizer_equals_python(tokenize_bin: Path, tmp_path: Path) -> 
 
 
 def test_gemma_style_tokenizer_equals_python(tokenize_bin: Path, tmp_path: Path) -> None:
-    _hold_to_python(_gemma_style_tokenizer(), tokenize_bin, tmp_path)
+    _hold_to_python(gemma_style_tokenizer(), tokenize_bin, tmp_path)
 
 
 @pytest.mark.real
@@ -191,15 +165,25 @@ def test_unicode_tables_are_the_python_tokenizers(tmp_path: Path) -> None:
     [
         (lambda j: j.update(normalizer={"type": "NFKC"}), "normalizer NFKC"),
         (lambda j: j["model"].update(type="Unigram"), "model Unigram"),
-        (lambda j: j.update(pre_tokenizer={"type": "Split", "pattern": {"Regex": "\\s+"},
-                                           "behavior": "Isolated", "invert": False}),
-         "Regex pattern"),  # fmt: skip
+        (
+            lambda j: j.update(
+                pre_tokenizer={
+                    "type": "Split",
+                    "pattern": {"Regex": "\\s+"},
+                    "behavior": "Isolated",
+                    "invert": False,
+                }
+            ),
+            "Regex pattern",
+        ),
         (lambda j: j.update(decoder={"type": "WordPiece"}), "decoder WordPiece"),
         (lambda j: j["model"]["merges"].append(["zzqq", "x"]), "outside the vocabulary"),
         (lambda j: j.clear(), "model"),
     ],
 )
-def test_an_unreadable_tokenizer_is_one_line(tokenize_bin: Path, tmp_path: Path, change, named) -> None:  # type: ignore[no-untyped-def]
+def test_an_unreadable_tokenizer_is_one_line(  # type: ignore[no-untyped-def]
+    tokenize_bin: Path, tmp_path: Path, change, named
+) -> None:
     j = json.loads(BUNDLED.read_text())
     change(j)
     (tmp_path / "t.json").write_text(json.dumps(j))

@@ -146,6 +146,53 @@ TARGET_CONFIGS: dict[str, dict[str, Any]] = {
     ),
 }
 
+ROOT = Path(__file__).resolve().parents[1]
+# The bundled pair's tokenizer: GPT-2 byte-level BPE, 4,096 ids.
+BUNDLED_TOKENIZER = ROOT / "checkpoints/etspec-code-14m/tokenizer.json"
+
+
+_GEMMA_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"]
+_GEMMA_USER = ["▁▁", "▁▁▁▁", "\n\n", "<start_of_image>"]
+_GEMMA_PIECES = ["\n", "▁", "e", "t", "a", "h", "o", "n", "s", "r", "d", "f", "i", "x", "(", ")",
+                 ":", "▁t", "he", "▁the", "th", "▁a", "in", "de", "def", "▁f", "é", "λ", "日", "本",
+                 "日本", "▁日本", "😀", "'", "s", "'s", "▁d", "▁de", "▁def", "ab", "c", "b", "abc",
+                 "1", "2", "12", "▁1"]  # fmt: skip
+
+
+def gemma_style_tokenizer() -> bytes:
+    """A small SentencePiece-style tokenizer.json made by models/gguf.py's converter (the
+    code that converts Gemma's GGUF): control and user-defined tokens, <0xXX> byte pieces,
+    '▁'-spelled spaces, several scripts; <bos> put in front of every encoding."""
+    from types import SimpleNamespace
+
+    from etspec.models.gguf import _sentencepiece_tokenizer
+
+    specials, user, pieces = _GEMMA_SPECIALS, _GEMMA_USER, _GEMMA_PIECES
+    tokens = specials + user + [f"<0x{b:02X}>" for b in range(256)] + pieces
+    types = [3] * len(specials) + [4] * len(user) + [6] * 256 + [1] * len(pieces)
+    fields = {
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.token_type": types,
+        "tokenizer.ggml.unknown_token_id": 3,
+        "tokenizer.ggml.bos_token_id": 2,
+        "tokenizer.ggml.add_bos_token": True,
+    }
+    reader = SimpleNamespace(
+        fields={k: SimpleNamespace(contents=lambda v=v: v) for k, v in fields.items()}
+    )
+    return _sentencepiece_tokenizer(reader)
+
+
+GEMMA_STYLE_VOCAB = len(_GEMMA_SPECIALS) + len(_GEMMA_USER) + 256 + len(_GEMMA_PIECES)
+# Text targets for the C++ runner's text in and out: a Gemma 3 target with the Gemma-style
+# tokenizer, a Llama target with the bundled pair's byte-level BPE.
+TARGET_CONFIGS["gemma3_text"] = {
+    **TARGET_CONFIGS["gemma3_sliding"],
+    "vocab_size": GEMMA_STYLE_VOCAB,
+}
+TARGET_CONFIGS["llama_bpe_text"] = {**TARGET_CONFIGS["llama_small_vocab"], "vocab_size": 4096}
+
+
 EXPORT_OPTIONS: dict[str, TargetExportOptions] = {
     # XNNPACK for one config (the default backend), portable for the rest: exact kernels and
     # a third of the export time.
@@ -172,6 +219,13 @@ EXPORT_OPTIONS: dict[str, TargetExportOptions] = {
     ),
     # The same 16-token model with a tokenizer (text prompts); portable: a fast export.
     "llama_small_text": TargetExportOptions(
+        backend="portable", max_seq=96, prefill_chunk=8, verify_width=8
+    ),
+    # Text in and out of the C++ runner; portable: a fast export.
+    "gemma3_text": TargetExportOptions(
+        backend="portable", max_seq=96, prefill_chunk=8, verify_width=8
+    ),
+    "llama_bpe_text": TargetExportOptions(
         backend="portable", max_seq=96, prefill_chunk=8, verify_width=8
     ),
     # The same 16-token model compiled for trees of up to 64 draft nodes, with a narrower

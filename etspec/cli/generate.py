@@ -30,16 +30,12 @@ def _read_prompt_file(path: Path) -> str:
     try:
         data = path.read_bytes()
     except OSError as e:
-        raise EtspecError(
-            message("prompt_file_unreadable", path=path, reason=e.strerror)
-        ) from None
+        raise EtspecError(message("prompt_file_unreadable", path=path, reason=e.strerror)) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise EtspecError(
-            message(
-                "prompt_file_not_utf8", path=path, byte=f"{data[e.start]:02x}", offset=e.start
-            )
+            message("prompt_file_not_utf8", path=path, byte=f"{data[e.start]:02x}", offset=e.start)
         ) from None
 
 
@@ -107,7 +103,12 @@ def generate(**kw: Any) -> None:
         k for k in ("prompt", "prompt_ids", "prompt_file", "humaneval_task") if kw[k] is not None
     ]
     if len(given) != 1:
-        raise EtspecError(message("one_prompt"))
+        raise EtspecError(
+            message(
+                "one_prompt",
+                choices="--prompt TEXT, --prompt-ids 1,2,3, --prompt-file PATH or --humaneval N",
+            )
+        )
     sampling = SamplingConfig(kw["temperature"], kw["top_k"], kw["top_p"], kw["seed"])
     sampling.check()
     processors = []

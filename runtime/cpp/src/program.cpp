@@ -73,6 +73,15 @@ DraftProgram::DraftProgram(const std::string& path, bool weight_cache)
   load_methods();
 }
 
+std::optional<std::string> TargetProgram::tokenizer_json() {
+  if (!has_method(contract::kTOKENIZER_JSON)) return std::nullopt;
+  const auto values = constant(contract::kTOKENIZER_JSON);
+  if (values.empty() || !values[0].isTensor()) return std::nullopt;
+  const auto& t = values[0].toTensor();
+  const auto* p = static_cast<const char*>(t.const_data_ptr());
+  return std::string(p, p + t.nbytes());
+}
+
 bool Program::has_method(const std::string& name) const {
   return std::find(methods_.begin(), methods_.end(), name) != methods_.end();
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,8 @@ class Program {
 class TargetProgram : public Program {
  public:
   explicit TargetProgram(const std::string& path, bool weight_cache = true);
+  // The HF tokenizer.json export embedded (contract::kTOKENIZER_JSON); nullopt if none.
+  std::optional<std::string> tokenizer_json();
   const TargetMetadata meta;
 };
 

@@ -1,38 +1,121 @@
-// runtime/runner.py's TextLLMRunner: request checks, prefill, the first token, then the
-// token generator it was built with (target-only or speculative), stats and memory.
+// runtime/runner.py's TextLLMRunner, and the library's entry point: load a target .pte (and
+// a draft, or a draft method), then generate from text or token ids with streamed text, a
+// stats callback and stop().
+//
+//   auto runner = etspec::Runner::load("target.pte", "draft.pte");
+//   etspec::GenerationConfig config;
+//   config.max_new_tokens = 64;
+//   auto result = runner->generate("def fib(n):", config,
+//                                  [](const std::string& text) { std::cout << text; });
+//
+// Thread rules: a Runner generates one request at a time; a second generate() while one
+// runs (from another thread) throws Error instead of waiting. stop() may be called from any
+// thread, or from a callback: the running generate() returns after its current step with
+// stop_reason "stop" (or "callback" when a token callback returned false). Callbacks run on
+// the generating thread. Separate Runners (separate loads) may generate in parallel threads;
+// with the XNNPACK weight cache on (the default) their delegate calls take turns on one
+// process-wide lock, so they share the CPU rather than multiply throughput.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "generator.h"
+#include "speculative/registry.h"
+#include "speculative/settings.h"
+#include "tokenizer.h"
 
 namespace etspec {
 
+// How to load: the draft method, its options, the tree and the KV strategy (RunnerSpec in
+// runtime/loading.py; the CLI flags of `etspec generate`).
+struct LoadOptions {
+  std::string draft_method = contract::kEagle3;
+  DraftOptions draft;
+  TreeSettings tree;
+  std::string kv_strategy = contract::kDefaultKvStrategy;
+  // XNNPACK packs each weight once for all methods; nullopt: on unless
+  // ETSPEC_XNNPACK_WEIGHT_CACHE is 0/false/off/no.
+  std::optional<bool> weight_cache;
+  // Refuses what can be refused before anything loads (Error with the Python message).
+  void check(bool has_draft) const;
+};
+
+struct GenerationConfig {
+  // -1: contract::kDefaultMaxNewTokens, or what the context still holds (`etspec generate`).
+  int64_t max_new_tokens = -1;
+  SamplingConfig sampling;
+  bool ignore_eos = false;
+  // Draw from this random stream (kept across calls) instead of a new one from `sampling`.
+  Sampler* sampler = nullptr;
+};
+
+// Text (encoded with the target's tokenizer) or token ids.
+struct Prompt {
+  Prompt(std::string text) : text(std::move(text)) {}
+  Prompt(const char* text) : text(text) {}
+  Prompt(std::vector<int64_t> ids) : ids(std::move(ids)) {}
+  std::optional<std::string> text;
+  std::vector<int64_t> ids;
+};
+
 struct Result {
   std::vector<int64_t> token_ids;
+  std::string text;         // "" when the target carries no tokenizer this runner can read
   std::string stop_reason;  // a contract::kStop*
   Stats stats;
 };
 
-struct GenerateOptions {
-  int64_t max_new_tokens = contract::kDefaultMaxNewTokens;
-  bool ignore_eos = false;
-};
+using TextCallback = std::function<void(const std::string& text)>;
+using StatsCallback = std::function<void(const Stats& stats)>;
 
 class Runner {
  public:
-  // `generator`: how tokens after the first are produced (null: one target_decode each).
-  explicit Runner(TargetProgram& target, std::unique_ptr<TokenGenerator> generator = nullptr);
-  Result generate(const std::vector<int64_t>& prompt, const GenerateOptions& options,
-                  Sampler& sampler, const TokenCallback& callback);
-  const TargetMetadata& meta() const { return target_.meta; }
+  // Loads `target` and, for EAGLE-3, `draft` ("" for target-only or a method that needs no
+  // draft file). Throws Error, one line, for anything a user can get wrong.
+  static std::unique_ptr<Runner> load(const std::string& target, const std::string& draft = "",
+                                      const LoadOptions& options = {});
+  // The parts, for a caller that builds its own generator; null generator: target-only.
+  Runner(std::unique_ptr<TargetProgram> target, std::unique_ptr<DraftProgram> draft,
+         std::unique_ptr<TokenGenerator> generator);
+  ~Runner();
+
+  // Generates after `prompt`. on_text gets each piece of text as it completes (never a
+  // split character); on_stats the stats at the end; on_tokens each emission's ids with
+  // their text, and returning false stops. The pieces concatenate to Result::text.
+  Result generate(const Prompt& prompt, const GenerationConfig& config = {},
+                  const TextCallback& on_text = nullptr, const StatsCallback& on_stats = nullptr,
+                  const TokenCallback& on_tokens = nullptr);
+  // Asks a running generate() to stop after its current step; safe from any thread.
+  void stop() { stop_ = true; }
+  // Clears every cache: the target's and the generator's.
+  void reset();
+
+  std::vector<int64_t> encode(const Prompt& prompt) const;
+  std::string decode(const std::vector<int64_t>& ids) const;
+  // The tokenizer, or null when the target has none or one this runtime cannot read (then
+  // text prompts are refused with the reason, and ids still work).
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  const TargetMetadata& meta() const { return target_->meta; }
+  int64_t vocab_size() const { return target_->meta.vocab_size; }
 
  private:
-  TargetProgram& target_;
-  std::unique_ptr<TokenGenerator> generator_;
+  Result generate_ids(const std::vector<int64_t>& prompt, const GenerationConfig& config,
+                      const TokenCallback& callback);
+
+  std::unique_ptr<TargetProgram> target_;
+  std::unique_ptr<DraftProgram> draft_;
+  std::unique_ptr<TokenGenerator> generator_;  // after the programs it refers to
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::string tokenizer_error_;
+  std::atomic<bool> stop_{false};
+  std::mutex busy_;
 };
 
 }  // namespace etspec

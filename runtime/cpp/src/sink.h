@@ -1,6 +1,8 @@
-// runtime/sink.py's stop rules: the budget, EOS (kept), streaming each emission's new ids.
+// runtime/sink.py's stop rules: the budget, EOS (kept), a callback that says stop, stop()
+// from another thread; and streaming each emission's new ids with the text they complete.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <set>
@@ -9,13 +11,19 @@
 
 namespace etspec {
 
-// Streaming: called with each emission's new ids.
-using TokenCallback = std::function<void(const std::vector<int64_t>&)>;
+class StreamDecoder;
+
+// Streaming: each emission's new ids and the text they complete ("" without a tokenizer,
+// or while a character is still incomplete). Returning false stops generation.
+using TokenCallback = std::function<bool(const std::vector<int64_t>& ids, const std::string& text)>;
 
 class Sink {
  public:
+  // `decoder` (may be null) turns ids into text; `stop` (may be null) is polled after each
+  // emission.
   Sink(std::vector<int64_t> prompt, int64_t max_new, std::set<int64_t> eos,
-       const TokenCallback& callback);
+       StreamDecoder* decoder, const TokenCallback& callback,
+       const std::atomic<bool>* stop = nullptr);
   int64_t remaining() const {
     return stop.empty() ? max_new_ - static_cast<int64_t>(tokens.size()) : 0;
   }
@@ -31,7 +39,9 @@ class Sink {
   std::vector<int64_t> history_;
   int64_t max_new_;
   std::set<int64_t> eos_;
+  StreamDecoder* decoder_;
   const TokenCallback& callback_;
+  const std::atomic<bool>* stop_requested_;
 };
 
 }  // namespace etspec

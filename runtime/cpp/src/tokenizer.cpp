@@ -20,6 +20,14 @@ bool ends_with_replacement(const std::string& s) {
 
 }  // namespace
 
+std::optional<size_t> invalid_utf8_at(const std::string& text) {
+  std::vector<uint32_t> cps;
+  std::vector<size_t> offsets;
+  const size_t bad = unicode::decode(text, cps, offsets);
+  if (bad == std::string::npos) return std::nullopt;
+  return bad;
+}
+
 Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 
@@ -73,13 +81,10 @@ Tokenizer::Tokenizer(const std::string& text) {
 }
 
 std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
-  std::vector<uint32_t> cps;
-  std::vector<size_t> offsets;
-  const size_t bad = unicode::decode(text, cps, offsets);
-  if (bad != std::string::npos) {
+  if (const auto bad = invalid_utf8_at(text)) {
     char byte[3];
-    std::snprintf(byte, sizeof byte, "%02x", static_cast<unsigned char>(text[bad]));
-    throw Error(message("prompt_not_utf8", {{"byte", byte}, {"offset", std::to_string(bad)}}));
+    std::snprintf(byte, sizeof byte, "%02x", static_cast<unsigned char>(text[*bad]));
+    throw Error(message("prompt_not_utf8", {{"byte", byte}, {"offset", std::to_string(*bad)}}));
   }
   // tokenizers' extract_and_normalize: added tokens matched in the raw text, the rest
   // normalized and searched again for normalized added tokens, then pre-tokenized.
@@ -169,8 +174,8 @@ std::string StreamDecoder::push(const std::vector<int64_t>& ids) {
   return piece;
 }
 
-std::string StreamDecoder::flush() {
-  const std::string text = tokenizer_.decode(all_);
+std::string StreamDecoder::flush(const std::string* given) {
+  const std::string text = given ? *given : tokenizer_.decode(all_);
   streaming_ = false;
   if (text.compare(0, text_.size(), text_) != 0) return "";  // never seen: stay append-only
   std::string piece = text.substr(text_.size());

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ class Decoder;
 class Normalizer;
 class PreTokenizer;
 }  // namespace tokenizer
+
+// The offset of the first byte of `text` that is not valid UTF-8; nullopt if all is.
+std::optional<size_t> invalid_utf8_at(const std::string& text);
 
 class Tokenizer {
  public:
@@ -54,8 +58,8 @@ class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
   std::string push(const std::vector<int64_t>& ids);
-  // The text not yet released.
-  std::string flush();
+  // The text not yet released. `text`: decode() of every pushed id, when the caller has it.
+  std::string flush(const std::string* text = nullptr);
 
  private:
   const Tokenizer& tokenizer_;

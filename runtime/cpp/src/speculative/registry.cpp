@@ -1,0 +1,79 @@
+#include "speculative/registry.h"
+
+#include "speculative/eagle3.h"
+#include "speculative/gemma4_assistant.h"
+#include "speculative/prompt_lookup.h"
+
+namespace etspec {
+namespace {
+
+void check_window(bool has_draft, const DraftOptions& o) {
+  if (!o.draft_window) return;
+  if (*o.draft_window < 1) {
+    throw Error(message("draft_window", {{"value", std::to_string(*o.draft_window)}}));
+  }
+  if (!has_draft) throw Error(message("window_needs_draft", {}));
+}
+
+void check_no_ngram(const DraftOptions& o) {
+  if (o.min_ngram || o.max_ngram) {
+    throw Error("--min-ngram/--max-ngram apply to --draft-method prompt-lookup");
+  }
+}
+
+void check_eagle3(bool has_draft, const DraftOptions& o) {
+  check_no_ngram(o);
+  check_window(has_draft, o);
+}
+
+void check_assistant(bool has_draft, const DraftOptions& o) {
+  if (has_draft) throw Error(message("assistant_with_draft", {}));
+  check_no_ngram(o);
+  check_window(false, o);
+}
+
+void check_lookup(bool has_draft, const DraftOptions& o) {
+  if (has_draft) throw Error(message("lookup_with_draft", {}));
+  check_window(false, o);
+}
+
+std::unique_ptr<SpeculativeDraftRunner> make_eagle3(TargetProgram& target, DraftProgram* draft,
+                                                    const DraftOptions& o) {
+  return std::make_unique<Eagle3DraftRunner>(*draft, target.meta, o.draft_window.value_or(0));
+}
+
+std::unique_ptr<SpeculativeDraftRunner> make_assistant(TargetProgram& target, DraftProgram*,
+                                                       const DraftOptions&) {
+  return std::make_unique<Gemma4AssistantDraftRunner>(target);
+}
+
+std::unique_ptr<SpeculativeDraftRunner> make_lookup(TargetProgram&, DraftProgram*,
+                                                    const DraftOptions& o) {
+  // As `etspec generate`'s defaults (contract.DEFAULT_MAX_NGRAM).
+  const int64_t lo = o.min_ngram.value_or(1);
+  const int64_t hi = o.max_ngram.value_or(std::max<int64_t>(contract::kDefaultMaxNgram, lo));
+  return std::make_unique<PromptLookupDraftRunner>(hi, lo);
+}
+
+}  // namespace
+
+const std::vector<DraftMethod>& draft_methods() {
+  static const std::vector<DraftMethod> methods = {
+      {contract::kEagle3, true, check_eagle3, make_eagle3},
+      {contract::kGemma4AssistantMethod, false, check_assistant, make_assistant},
+      {contract::kPromptLookupMethod, false, check_lookup, make_lookup},
+  };
+  return methods;
+}
+
+const DraftMethod& draft_method(const std::string& name) {
+  std::string choices;
+  for (const auto& m : draft_methods()) {
+    if (name == m.name) return m;
+    choices += (choices.empty() ? "" : ", ") + std::string(m.name);
+  }
+  throw Error(message("unknown_choice",
+                      {{"what", "--draft-method"}, {"value", name}, {"choices", choices}}));
+}
+
+}  // namespace etspec

@@ -1,0 +1,123 @@
+"""The C++ runner's text in and out: ``etspec_runner --prompt TEXT`` streams the text and
+ids ``etspec generate --prompt TEXT`` gives with the same options, on a Llama target with
+the bundled pair's byte-level BPE (with its EAGLE-3 draft) and a Gemma 3 target with a
+Gemma-style SentencePiece tokenizer (with prompt lookup); prompt files; the text errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from etspec.cli import main
+
+PROMPTS = [
+    "def fib(n):\n    return",
+    "héllo wörld 日本 😀 <|endoftext|> the",
+    "  spaces\t\ttabs\n\nlines <start_of_turn>user\n",
+]
+
+
+def _run(binary: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=300)
+
+
+def _python(args: list[str]) -> dict:  # type: ignore[type-arg]
+    res = CliRunner().invoke(main, ["generate", *args, "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def _pair_args(artifacts, which: str) -> list[str]:  # type: ignore[no-untyped-def]
+    if which == "bpe-target-only":
+        return ["--target", str(artifacts.target("llama_bpe_text").pte)]
+    if which == "gemma-target-only":
+        return ["--target", str(artifacts.target("gemma3_text").pte)]
+    if which == "gemma-prompt-lookup":
+        return ["--target", str(artifacts.target("gemma3_text").pte),
+                "--draft-method", "prompt-lookup"]  # fmt: skip
+    pair = artifacts.bpe_text_pair()
+    return ["--target", str(pair.target.pte), "--draft", str(pair.pte)]
+
+
+@pytest.mark.parametrize(
+    ("which", "tree"),
+    [
+        ("bpe-target-only", []),
+        ("bpe-eagle3", ["--tree", "chain", "--num-spec-tokens", "3"]),
+        ("bpe-eagle3", ["--tree", "dynamic"]),
+        ("gemma-target-only", []),
+        ("gemma-prompt-lookup", ["--tree", "chain"]),
+    ],
+)
+def test_text_prompt_streams_what_etspec_generate_gives(  # type: ignore[no-untyped-def]
+    artifacts, runner_bin: Path, which: str, tree: list[str]
+) -> None:
+    base = _pair_args(artifacts, which) + tree + ["--max-new-tokens", "24", "--ignore-eos"]
+    for prompt in PROMPTS:
+        want = _python([*base, "--prompt", prompt])
+        got = _run(runner_bin, *base, "--prompt", prompt, "--json")
+        assert got.returncode == 0, got.stderr
+        record = json.loads(got.stdout)
+        assert record["token_ids"] == want["token_ids"], prompt
+        assert record["text"] == want["text"], prompt
+        for key in ("prompt_tokens", "verify_calls", "accepted_tokens"):
+            assert record["stats"][key] == want["stats"][key], key
+        streamed = _run(runner_bin, *base, "--prompt", prompt)
+        assert streamed.returncode == 0, streamed.stderr
+        assert streamed.stdout == want["text"] + "\n"  # the pieces, in order, then a newline
+
+
+def test_prompt_file_and_ids_on_request(artifacts, runner_bin: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    target = str(artifacts.target("gemma3_text").pte)
+    path = tmp_path / "prompt.txt"
+    path.write_text(PROMPTS[1], encoding="utf-8")
+    base = ["--target", target, "--max-new-tokens", "12", "--ignore-eos"]
+    want = _python([*base, "--prompt-file", str(path)])
+    got = _run(runner_bin, *base, "--prompt-file", str(path), "--print-ids")
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == [str(t) for t in want["token_ids"]]
+
+
+def test_text_errors_are_one_line(artifacts, runner_bin: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    target = str(artifacts.target("gemma3_text").pte)
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok \xc3\x28 then")
+    cases = [
+        (["--prompt", "a", "--prompt-ids", "1"], 2, "give exactly one of --prompt TEXT"),
+        ([], 2, "give exactly one of --prompt TEXT"),
+        (["--prompt-file", str(tmp_path / "none.txt")], 1, "the prompt file cannot be read"),
+        (["--prompt-file", str(bad)], 1, "not UTF-8 text (byte 0xc3 at offset 3)"),
+    ]
+    for args, code, text in cases:
+        res = _run(runner_bin, "--target", target, *args)
+        assert res.returncode == code, (args, res.stderr)
+        assert res.stderr.startswith("error: ") and text in res.stderr, (args, res.stderr)
+        assert res.stderr.count("\n") == 1 and res.stdout == ""
+    # Invalid UTF-8 in --prompt: Python's surrogate-escaped argv and C++'s raw bytes alike.
+    res = subprocess.run([str(runner_bin), "--target", target, "--prompt", b"ok \xff"],
+                         capture_output=True)  # fmt: skip
+    assert res.returncode == 2
+    assert res.stderr.decode() == (
+        "error: the prompt is not UTF-8 text (byte 0xff at offset 3); pass UTF-8 text\n"
+    )
+
+
+def test_a_tokenizer_the_runtime_cannot_read_leaves_ids_working(  # type: ignore[no-untyped-def]
+    artifacts, runner_bin: Path
+) -> None:
+    """llama_small_text's tokenizer is word-level, which the C++ tokenizer does not have:
+    text prompts get the reason in one line, ids still generate (and print as ids)."""
+    target = str(artifacts.target("llama_small_text").pte)
+    res = _run(runner_bin, "--target", target, "--prompt", "w1 w2")
+    assert res.returncode == 1
+    assert res.stderr == (
+        "error: the artifact's tokenizer cannot be read (pre-tokenizer Whitespace is not "
+        "supported by the C++ runner)\n"
+    )
+    res = _run(runner_bin, "--target", target, "--prompt-ids", "1,2", "--max-new-tokens", "4",
+               "--ignore-eos")  # fmt: skip
+    assert res.returncode == 0 and len(res.stdout.split()) == 4, res.stderr
