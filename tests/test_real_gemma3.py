@@ -302,3 +302,30 @@ def test_bench_runs_llama_cpp_beside_the_default_artifact(
         ]
         assert all(r["generated_tokens"] == 24 or r["stop_reason"] == "eos"
                    for r in records[name])  # fmt: skip
+
+
+@pytest.mark.parametrize("method", [[], ["--draft-method", "prompt-lookup", "--tree", "chain"]])
+def test_cpp_runner_text_equals_python(
+    quantized_pte: Path, runner_bin: Path, method: list[str]
+) -> None:
+    """`etspec_runner --prompt` streams the text and ids `etspec generate` gives, on the real
+    262k-entry tokenizer (target-only and prompt lookup)."""
+    import json
+    import subprocess
+
+    from click.testing import CliRunner
+
+    from etspec.cli import main
+
+    base = ["--target", str(quantized_pte), *method, "--max-new-tokens", "32"]
+    for prompt in HARD_STRINGS:
+        res = CliRunner().invoke(main, ["generate", *base, "--prompt", prompt, "--json"])
+        assert res.exit_code == 0, res.output
+        want = json.loads(res.stdout)
+        got = subprocess.run([str(runner_bin), *base, "--prompt", prompt, "--json"],
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        record = json.loads(got.stdout)
+        assert (record["token_ids"], record["text"]) == (want["token_ids"], want["text"]), prompt
+        streamed = subprocess.run([str(runner_bin), *base, "--prompt", prompt],
+                                  capture_output=True, text=True, check=True)  # fmt: skip
+        assert streamed.stdout == want["text"] + "\n"

@@ -32,29 +32,13 @@
 #include <string>
 #include <vector>
 
-#include <executorch/runtime/platform/platform.h>
-
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "logs.h"
 #include "runner.h"
 #include "sampler.h"
-
-namespace {
-bool g_verbose = false;  // --verbose: let ExecuTorch's own log lines through
-}  // namespace
-
-// ExecuTorch logs load failures and CPU probes on stderr itself (some of it not even UTF-8
-// for a damaged file), which would bury the runner's one-line error: this definition
-// replaces the runtime's weak default and drops them unless --verbose.
-extern "C" void et_pal_emit_log_message(et_timestamp_t, et_pal_log_level_t level,
-                                        const char* filename, const char*, size_t line,
-                                        const char* message, size_t length) {
-  if (!g_verbose) return;
-  std::fprintf(stderr, "%c executorch %s:%zu] %.*s\n", static_cast<char>(level), filename,
-               line, static_cast<int>(length), message);
-}
 
 namespace {
 
@@ -169,7 +153,7 @@ int run(int argc, char** argv) {
     if (a == "--json") {
       json = true;
     } else if (a == "--verbose") {
-      g_verbose = true;
+      etspec::set_executorch_logs(true);
     } else if (a == "--ignore-eos") {
       config.ignore_eos = true;
     } else if (a == "--print-ids") {

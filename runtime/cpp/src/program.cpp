@@ -1,5 +1,7 @@
 #include "program.h"
 
+#include "logs.h"
+
 #include <algorithm>
 #include <sys/stat.h>
 
@@ -12,6 +14,7 @@ namespace etspec {
 
 Program::Program(const std::string& path, const std::string& kind, bool weight_cache)
     : path_(path) {
+  install_log_handler();
   check_artifact(path);
   // Shared arenas: every method of the target reads and writes the same KV cache buffers.
   // Mapped, not read: weights that run outside the delegate (the embedding table) stay in
