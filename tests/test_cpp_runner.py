@@ -158,6 +158,37 @@ def test_dynamic_trees_equal_python(  # type: ignore[no-untyped-def]
             _same_as_python(out, ref, (*keys, "shape_steps"), (tree, kv, i))
 
 
+@pytest.mark.parametrize("kv", ["position-overwrite", "scratch-commit"])
+@pytest.mark.parametrize("pair", ["step4", "gemma3"])
+def test_auto_tree_gives_python_s_ids(  # type: ignore[no-untyped-def]
+    artifacts, runner_bin: Path, pair: str, kv: str
+) -> None:
+    """``--tree auto`` (the default) in C++: its choices follow measured time, so only the
+    ids must equal Python's (lossless whatever it picks; the choices themselves are held
+    to Python's on recorded costs in test_cpp_dispatcher.py). It serves several prompts on
+    one load, as the bench does, and picks more than one shape."""
+    case = PAIRS[pair](artifacts)
+    vocab = case.target.hf.config.vocab_size
+    prompts = random_prompts(4, vocab, 20, seed=29)
+    spec = RunnerSpec(case.target.pte, case.pte, tree=TreeSettings("auto"), kv_strategy=kv)
+    _, runner = load_runners(spec)
+    want = [runner.generate(p, 24, ignore_eos=True).token_ids for p in prompts]
+    requests = "".join(
+        json.dumps({"prompt_ids": p, "max_new_tokens": 24, "ignore_eos": True}) + "\n"
+        for p in prompts
+    )
+    res = subprocess.run(
+        [str(runner_bin), "--target", str(case.target.pte), "--draft", str(case.pte),
+         "--kv", kv, "--serve"],
+        input=requests, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    outs = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [o["token_ids"] for o in outs] == want
+    shapes = {name for o in outs for name in o["stats"]["shape_steps"]}
+    assert len(shapes) > 1, shapes
+
+
 @pytest.mark.parametrize(("tree", "kv"), MODES[1:])
 def test_draft_window_equals_python(  # type: ignore[no-untyped-def]
     artifacts, runner_bin: Path, tree: str, kv: str
@@ -267,7 +298,7 @@ def test_bad_files_and_pairs_get_python_s_one_line_errors(  # type: ignore[no-un
         (["--prompt-ids", "1,x"], "--prompt-ids takes comma-separated integers"),
         (["--prompt-ids", "1", "--temperature", "-1"], "temperature must be a finite number"),
         (["--prompt-ids", "1", "--top-p", "0"], "top-p must be in (0, 1]"),
-        (["--prompt-ids", "1", "--tree", "auto"], "--tree auto is not supported"),
+        (["--prompt-ids", "1", "--tree", "bogus"], "choose one of chain, static, dynamic, auto"),
         (["--prompt-ids", "1", "--bogus", "3"], "unknown option --bogus"),
         (["--prompt-ids", "99999"], "prompt token id 99999 is outside the vocabulary"),
         (["--prompt-ids", "1", "--max-new-tokens", "0"], "max_new_tokens must be at least 1"),

@@ -1,10 +1,12 @@
 """The C++ runner binary (``runtime/cpp``) as a benchmark system.
 
 ``etspec bench --cpp-runner build/cpp/etspec_runner`` times the binary beside the Python
-runtime on the same prompts and artifacts: one process per generation, fed token ids, read
-back as ``--json`` (the stats share the Python runtime's field names). Its timings are the
-binary's own (from the first prefill call to the last token), so process start and ``.pte``
-loading are not in them, as they are not in the Python systems' either.
+runtime on the same prompts and artifacts: one ``--serve`` process per configuration, fed
+one JSON request of token ids per generation and read back one JSON line (the stats share
+the Python runtime's field names). One load serves every prompt, as one Python runner does,
+so ``--tree auto`` learns across prompts on both sides. Its timings are the binary's own
+(from the first prefill call to the last token), so process start and ``.pte`` loading are
+not in them, as they are not in the Python systems' either.
 """
 
 from __future__ import annotations
@@ -12,15 +14,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from etspec.contract import DEFAULT_KV_STRATEGY
 from etspec.errors import EtspecError
 from etspec.runtime.runner import GenerationResult, TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
-from etspec.runtime.speculative.settings import TREE_MODES, TreeSettings, parse_shape
+from etspec.runtime.speculative.settings import TreeSettings, parse_shape
 from etspec.runtime.speculative.shapes import ChainShape
 from etspec.runtime.speculative.static_tree import StaticTree
 from etspec.runtime.stats import GenerationStats
@@ -51,12 +55,15 @@ class CppRunner(OutsidePeer):
         self.binary, self.target = binary, target
         self.method_args, self.tree_args = list(method_args), list(tree_args)
         self.kv_strategy = kv_strategy
+        self._proc: subprocess.Popen[str] | None = None
+        self._stderr: IO[str] | None = None
         super().__init__(base)
 
     @staticmethod
     def tree_args_for(name: str, settings: TreeSettings) -> list[str] | None:
-        """The binary's arguments for a bench tree name (a mode or a shape name), or None
-        for what it does not run (auto)."""
+        """The binary's arguments for a bench tree name (a mode or a shape name)."""
+        if name == "auto":
+            return ["--tree", "auto"]
         if name == "chain":
             return ["--tree", "chain", "--num-spec-tokens", str(settings.num_spec_tokens)]
         if name == "dynamic":
@@ -70,8 +77,6 @@ class CppRunner(OutsidePeer):
         if name == "static":
             extra = ["--static-tree", settings.static_tree] if settings.static_tree else []
             return ["--tree", "static", *extra]
-        if name in TREE_MODES:
-            return None
         shape = parse_shape(name)
         if isinstance(shape, ChainShape):
             return ["--tree", "chain", "--num-spec-tokens", str(shape.length)]
@@ -84,34 +89,70 @@ class CppRunner(OutsidePeer):
             ]  # fmt: skip
         return None
 
-    def command(
-        self, ids: Sequence[int], max_new_tokens: int, sampling: SamplingConfig
-    ) -> list[str]:
-        """The binary's command line for one generation."""
-        cmd = [str(self.binary), "--target", str(self.target), "--json"]
-        cmd += ["--prompt-ids", ",".join(map(str, ids)), "--max-new-tokens", str(max_new_tokens)]
+    def command(self) -> list[str]:
+        """The binary's command line: one serving process for every generation."""
+        cmd = [str(self.binary), "--target", str(self.target), "--serve"]
         if self.method_args:
             cmd += [*self.method_args, *self.tree_args, "--kv", self.kv_strategy]
-        if sampling.temperature > 0:
-            cmd += ["--temperature", repr(sampling.temperature)]
-            cmd += ["--top-k", str(sampling.top_k), "--top-p", repr(sampling.top_p)]
-            if sampling.seed is not None:
-                cmd += ["--seed", str(sampling.seed)]
         return cmd
+
+    @staticmethod
+    def request(ids: Sequence[int], max_new_tokens: int, sampling: SamplingConfig) -> dict:  # type: ignore[type-arg]
+        """One generation's request line."""
+        req: dict = {"prompt_ids": list(ids), "max_new_tokens": max_new_tokens}  # type: ignore[type-arg]
+        if sampling.temperature > 0:
+            req.update(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p)
+            if sampling.seed is not None:
+                req["seed"] = sampling.seed
+        return req
+
+    def _process(self) -> subprocess.Popen[str]:
+        if self._proc is None or self._proc.poll() is not None:
+            self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives with the process)
+            self._proc = subprocess.Popen(
+                self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=self._stderr, text=True,
+            )  # fmt: skip
+        return self._proc
+
+    def _failed(self, why: str) -> EtspecError:
+        return EtspecError(f"the C++ runner failed: {why}")
 
     def run(
         self, ids: list[int], max_new_tokens: int, sampling: SamplingConfig
     ) -> GenerationResult:
-        """One generation by the binary (it reports totals, not per-step traces)."""
-        cmd = self.command(ids, max_new_tokens, sampling)
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode != 0:
-            lines = res.stderr.strip().splitlines() or [f"exit status {res.returncode}"]
-            raise EtspecError(f"the C++ runner failed: {lines[-1]}")
-        out = json.loads(res.stdout.splitlines()[-1])
+        """One generation by the serving binary (it reports totals, not per-step traces)."""
+        proc = self._process()
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(json.dumps(self.request(ids, max_new_tokens, sampling)) + "\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:  # the process died: its last stderr line says why
+            proc.wait()
+            assert self._stderr is not None
+            self._stderr.seek(0)
+            lines = self._stderr.read().strip().splitlines()
+            raise self._failed(lines[-1] if lines else f"exit status {proc.returncode}")
+        out = json.loads(line)
+        if "error" in out:
+            raise self._failed(out["error"])
         stats = GenerationStats(**{k: v for k, v in out["stats"].items() if k in _STATS_FIELDS})
         new = out["token_ids"]  # its stats (memory too) are the binary's own process's
         text = self.base.tokenizer.decode(new) if self.base.tokenizer is not None else ""
         return GenerationResult(
             token_ids=new, text=text, stop_reason=out["stop_reason"], stats=stats
         )
+
+    def close(self) -> None:
+        """End the serving process (it exits at the end of its input)."""
+        if self._proc is not None:
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+            self._proc = None

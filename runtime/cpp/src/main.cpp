@@ -4,7 +4,7 @@
 //   etspec_runner --target T.pte [--draft D.pte | --draft-method gemma4-assistant |
 //       --draft-method prompt-lookup [--min-ngram 1] [--max-ngram 3]] [--draft-window N]
 //       (--prompt TEXT | --prompt-file PATH | --prompt-ids 1,2,3) [--max-new-tokens 128]
-//       [--tree chain|static|dynamic] [--num-spec-tokens 3] [--static-tree N8|D3xBF2|JSON]
+//       [--tree auto|chain|static|dynamic] [--num-spec-tokens 3] [--static-tree N8|D3xBF2|JSON]
 //       [--depth N | --num-steps N] [--draft-topk K] [--total-tokens T]
 //       [--kv position-overwrite|scratch-commit]
 //       [--temperature 0] [--top-k 0] [--top-p 1] [--seed N] [--num-samples 1]
@@ -15,6 +15,7 @@
 // --json prints one object per generation instead: token_ids, text, stop_reason and stats
 // with the Python runtime's field names. --num-samples N generates N times from the same
 // prompt with one random stream (independent samples; with --seed, the same N every run).
+// --serve answers JSON requests from stdin on one load (serve_requests below).
 // A user error prints "error: ..." on one line and exits 1 (2 for bad arguments).
 #include <cerrno>
 #include <cmath>
@@ -50,16 +51,16 @@ const char* kUsage =
     "usage: etspec_runner --target T.pte [--draft D.pte | --draft-method gemma4-assistant | "
     "--draft-method prompt-lookup [--min-ngram N] [--max-ngram N]] [--draft-window N] "
     "(--prompt TEXT | --prompt-file PATH | --prompt-ids 1,2,3) "
-    "[--max-new-tokens N] [--tree chain|static|dynamic] [--num-spec-tokens N] "
+    "[--max-new-tokens N] [--tree auto|chain|static|dynamic] [--num-spec-tokens N] "
     "[--static-tree SPEC] [--depth N] [--draft-topk K] [--total-tokens T] "
     "[--kv position-overwrite|scratch-commit] [--temperature T] [--top-k K] [--top-p P] "
     "[--seed N] [--num-samples N] [--ignore-eos] [--print-ids] [--no-weight-cache] [--json] "
-    "[--verbose]";
+    "[--serve] [--verbose]";
 
 // --help only: error lines carry kUsage, which must stay one line.
 const char* kHelpNotes =
-    "--tree defaults to chain (of --num-spec-tokens 3) in this runner: `etspec generate` "
-    "defaults to auto, which the C++ runner does not have yet.\n"
+    "--tree defaults to auto (the dispatcher: chains and trees chosen by measured cost and "
+    "observed acceptance), as in `etspec generate`.\n"
     "Aliases from other runtimes (vLLM, SGLang, llama.cpp) are accepted as in `etspec "
     "generate`, e.g. --num-speculative-tokens for --num-spec-tokens.";
 
@@ -142,10 +143,48 @@ std::optional<int64_t> optional_int(std::map<std::string, std::string>& opt, con
 }
 
 void report(const etspec::Result& result, bool json);
+std::string result_json(const etspec::Result& result);
+
+// --serve: one JSON request per stdin line, one JSON line back per request, all on one
+// load (and one --tree auto dispatcher, which keeps learning across requests, as a Python
+// runner does). A request: {"prompt": TEXT} or {"prompt_ids": [...]}, and optionally
+// max_new_tokens, temperature, top_k, top_p, seed, ignore_eos (the command line's values
+// otherwise). A request the runner refuses answers {"error": "..."}; serving goes on.
+int serve_requests(etspec::Runner& runner, const etspec::GenerationConfig& defaults) {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::string answer;
+    try {
+      const auto request = nlohmann::json::parse(line);
+      etspec::GenerationConfig config = defaults;
+      config.sampler = nullptr;  // each request its own stream (seeded: reproducible)
+      config.max_new_tokens = request.value("max_new_tokens", config.max_new_tokens);
+      config.ignore_eos = request.value("ignore_eos", config.ignore_eos);
+      auto& s = config.sampling;
+      s.temperature = request.value("temperature", s.temperature);
+      s.top_k = request.value("top_k", s.top_k);
+      s.top_p = request.value("top_p", s.top_p);
+      if (request.contains("seed") && !request["seed"].is_null()) {
+        s.seed = request["seed"].get<uint64_t>();
+        s.seeded = true;
+      }
+      const etspec::Prompt prompt =
+          request.contains("prompt")
+              ? etspec::Prompt(request["prompt"].get<std::string>())
+              : etspec::Prompt(request.at("prompt_ids").get<std::vector<int64_t>>());
+      answer = result_json(runner.generate(prompt, config));
+    } catch (const std::exception& e) {
+      answer = nlohmann::json{{"error", e.what()}}.dump();
+    }
+    std::cout << answer << "\n" << std::flush;
+  }
+  return 0;
+}
 
 int run(int argc, char** argv) {
   std::map<std::string, std::string> opt;
-  bool json = false, print_ids = false;
+  bool json = false, print_ids = false, serve = false;
   std::optional<bool> weight_cache;  // the library's default: on unless the env says off
   etspec::GenerationConfig config;
   for (int i = 1; i < argc; ++i) {
@@ -158,6 +197,8 @@ int run(int argc, char** argv) {
       config.ignore_eos = true;
     } else if (a == "--print-ids") {
       print_ids = true;
+    } else if (a == "--serve") {
+      serve = true;
     } else if (a == "--no-weight-cache") {
       weight_cache = false;
     } else if (a == "-h" || a == "--help") {
@@ -182,7 +223,10 @@ int run(int argc, char** argv) {
   }
   if (!opt.count("--target")) throw UsageError(std::string("--target is required; ") + kUsage);
   const int prompts = opt.count("--prompt") + opt.count("--prompt-file") + opt.count("--prompt-ids");
-  if (prompts != 1) {
+  if (serve && prompts) {
+    throw UsageError("--serve reads its prompts from stdin; drop --prompt/--prompt-file/--prompt-ids");
+  }
+  if (!serve && prompts != 1) {
     throw UsageError(etspec::message(
         "one_prompt", {{"choices", "--prompt TEXT, --prompt-ids 1,2,3 or --prompt-file PATH"}}));
   }
@@ -214,10 +258,6 @@ int run(int argc, char** argv) {
   load.draft.max_ngram = optional_int(opt, "--max-ngram");
   load.draft.draft_window = optional_int(opt, "--draft-window");
   if (opt.count("--tree")) load.tree.mode = opt["--tree"];
-  if (load.tree.mode == "auto") {
-    throw UsageError("--tree auto is not supported by the C++ runner yet; use chain, static or "
-                     "dynamic");
-  }
   if (opt.count("--num-spec-tokens")) {
     load.tree.num_spec_tokens = number<int64_t>("--num-spec-tokens", opt["--num-spec-tokens"]);
   }
@@ -254,6 +294,7 @@ int run(int argc, char** argv) {
 
   auto runner = etspec::Runner::load(opt["--target"], opt.count("--draft") ? opt["--draft"] : "",
                                      load);
+  if (serve) return serve_requests(*runner, config);
   const bool text = runner->tokenizer() && !print_ids;
   etspec::TextCallback on_text;
   etspec::TokenCallback on_tokens;
@@ -273,11 +314,15 @@ int run(int argc, char** argv) {
   return 0;
 }
 
+std::string result_json(const etspec::Result& result) {
+  return "{\"token_ids\": " + ids_json(result.token_ids) +
+         ", \"text\": " + nlohmann::json(result.text).dump() + ", \"stop_reason\": \"" +
+         result.stop_reason + "\", \"stats\": " + result.stats.to_json() + "}";
+}
+
 void report(const etspec::Result& result, bool json) {
   if (json) {
-    std::cout << "{\"token_ids\": " << ids_json(result.token_ids)
-              << ", \"text\": " << nlohmann::json(result.text).dump() << ", \"stop_reason\": \""
-              << result.stop_reason << "\", \"stats\": " << result.stats.to_json() << "}\n";
+    std::cout << result_json(result) << "\n";
   } else {
     std::cout << "\n";
     std::cerr << "[" << result.stats.generated_tokens << " tokens, " << result.stop_reason;

@@ -45,9 +45,10 @@ std::unique_ptr<Runner> Runner::load(const std::string& target, const std::strin
   if (!draft.empty()) d = std::make_unique<DraftProgram>(draft, cache);
   std::unique_ptr<TokenGenerator> generator;
   if (!draft.empty() || !method.draft_program) {  // EAGLE-3 speculates only with a draft
-    generator = std::make_unique<SpeculativeTokenGenerator>(
-        method.make(*t, d.get(), options.draft), t->meta, options.tree.policy(t->meta),
-        options.kv_strategy);
+    auto drafter = method.make(*t, d.get(), options.draft);
+    auto policy = options.tree.policy(t->meta, drafter->branching());
+    generator = std::make_unique<SpeculativeTokenGenerator>(std::move(drafter), t->meta,
+                                                            std::move(policy), options.kv_strategy);
   }
   return std::make_unique<Runner>(std::move(t), std::move(d), std::move(generator));
 }

@@ -10,6 +10,7 @@
 
 #include "artifact.h"
 #include "program.h"
+#include "speculative/costs.h"
 #include "speculative/shapes.h"
 
 namespace etspec {
@@ -39,6 +40,10 @@ class SpeculativeDraftRunner {
   virtual void check_shape(const TreeShape& shape) const {}
   // Whether accept needs the target's hidden states of the accepted rows.
   virtual bool needs_hidden() const { return true; }
+  // Whether proposals can branch (trees); a drafter without (prompt lookup) runs chains.
+  virtual bool branching() const { return true; }
+  // Its calls' wall times, timed by `probe` (--tree auto's cost model).
+  virtual DraftCosts step_costs(const CostProbe& probe) { return {}; }
   // The bytes the draft adds (GenerationStats.memory's draft_* entries).
   virtual void memory(std::map<std::string, int64_t>& out) const = 0;
 };

@@ -40,6 +40,7 @@ DynamicTree::DynamicTree(int64_t depth, int64_t topk, int64_t total_tokens)
   max_nodes = std::min(total_tokens - 1, topk + depth * topk * topk);
   max_height = depth + 1;
   fed_nodes = depth * topk;
+  levels = depth;
 }
 
 Proposal DynamicTree::grow(Expander& expansion, int64_t max_height, Sampler&) const {

@@ -114,6 +114,27 @@ int64_t Eagle3DraftRunner::prefill(const std::vector<int64_t>& prompt, int64_t f
   return calls;
 }
 
+DraftCosts Eagle3DraftRunner::step_costs(const CostProbe& probe) {
+  const DraftMetadata& dm = program_.meta;
+  auto timed = [&](const std::string& method, int64_t rows, int64_t state_width) {
+    CostProbe::Inputs in = probe.scratch_inputs(rows, layout());
+    std::vector<float> states(rows * state_width, 0.0f);
+    return probe.timed(program_, method,
+                       {longs(in.tokens), floats(states, rows, state_width), longs(in.positions),
+                        longs(in.slots), floats(in.mask, rows, in.columns)});
+  };
+  DraftCosts costs;
+  costs.step_width = dm.step_width;
+  costs.step_s = timed(contract::kDRAFT_STEP, dm.step_width, dm.hidden_size);
+  // Every width runs once here, so no method is first loaded inside a timed step; most
+  // steps accept a few tokens, so the narrowest extend is the typical cost.
+  const int64_t width = dm.target_hidden_size * dm.hidden_state_layers.size();
+  for (auto it = dm.extend_widths.rbegin(); it != dm.extend_widths.rend(); ++it) {
+    costs.extend_s = timed(dm.extend_method(*it), *it, width);  // the narrowest last: kept
+  }
+  return costs;
+}
+
 int64_t Eagle3DraftRunner::accept(const Acceptance& acceptance) {
   const auto& tokens = acceptance.tokens;
   const auto& hidden = acceptance.hidden;

@@ -33,6 +33,7 @@ class Eagle3DraftRunner : public SpeculativeDraftRunner {
   Proposal propose(const TreeShape& shape, int64_t max_height, Sampler& sampler) override;
   int64_t accept(const Acceptance& acceptance) override;
   void check_shape(const TreeShape& shape) const override;
+  DraftCosts step_costs(const CostProbe& probe) override;
   void memory(std::map<std::string, int64_t>& out) const override;
   // Draft cache slots past the context, where tree nodes are fed.
   int64_t scratch() const { return program_.meta.cache_size - program_.meta.max_context; }

@@ -86,3 +86,16 @@ std::vector<std::vector<float>> AssistantExpansion::expand(const std::vector<int
 }
 
 }  // namespace etspec
+
+namespace etspec {
+
+DraftCosts Gemma4AssistantDraftRunner::step_costs(const CostProbe& probe) {
+  const int64_t w = program_.meta.assistant_step_width, h = program_.meta.hidden_size;
+  std::vector<int64_t> ids(w, 0), at{1};
+  std::vector<float> states(w * h, 0.0f);
+  const double seconds =
+      probe.timed(program_, contract::kASSISTANT_STEP, {longs(ids), floats(states, w, h), longs(at)});
+  return {w, seconds, seconds};
+}
+
+}  // namespace etspec

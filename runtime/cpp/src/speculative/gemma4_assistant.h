@@ -32,6 +32,8 @@ class Gemma4AssistantDraftRunner : public SpeculativeDraftRunner {
                   const Tensor& hidden) override;
   Proposal propose(const TreeShape& shape, int64_t max_height, Sampler& sampler) override;
   int64_t accept(const Acceptance& acceptance) override;
+  // One call per level, plus the proposal's root call (where an EAGLE-3 draft's extend is).
+  DraftCosts step_costs(const CostProbe& probe) override;
   void memory(std::map<std::string, int64_t>& out) const override {
     out[contract::kDraftKvBytes] = 0;
   }

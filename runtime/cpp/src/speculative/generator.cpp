@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "speculative/costs.h"
 #include "speculative/kv_cache.h"
 #include "speculative/tree.h"
 
@@ -18,16 +19,18 @@ void check_shape_fits(const TreeShape& shape, const TargetMetadata& target) {
 
 SpeculativeTokenGenerator::SpeculativeTokenGenerator(
     std::unique_ptr<SpeculativeDraftRunner> draft, const TargetMetadata& target,
-    std::unique_ptr<TreeShape> shape, std::string kv_strategy)
-    : draft_(std::move(draft)), shape_(std::move(shape)), kv_strategy_(std::move(kv_strategy)) {
+    std::unique_ptr<TreePolicy> policy, std::string kv_strategy)
+    : draft_(std::move(draft)), policy_(std::move(policy)), kv_strategy_(std::move(kv_strategy)) {
   const std::string strategies = "," + target.kv_strategies + ",";
   if (strategies.find("," + kv_strategy_ + ",") == std::string::npos) {
     throw Error(message("kv_strategy_unsupported",
                         {{"strategy", kv_strategy_}, {"supported", target.kv_strategies}}));
   }
   draft_->check_target(target);
-  check_shape_fits(*shape_, target);
-  draft_->check_shape(*shape_);
+  for (const TreeShape* shape : policy_->candidates()) {
+    check_shape_fits(*shape, target);
+    draft_->check_shape(*shape);
+  }
 }
 
 void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
@@ -37,10 +40,14 @@ void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
     StageTimer timer(stats, contract::kStageDraft);
     stats.draft_calls += draft_->prefill(ctx.prompt, ctx.first_token, ctx.prefill.hidden);
   }
+  if (policy_->needs_costs()) {  // --tree auto's cost model: timed once, before any step
+    policy_->use_costs(measure_costs(ctx.target, draft_.get()));
+  }
   SpecKVCacheManager kv(meta, kv_strategy_, ctx.prompt.size());
-  const TreeShape& shape = *shape_;
   int64_t root = ctx.first_token;
   while (sink.remaining() > 0) {
+    const TreeShape& shape = policy_->choose();
+    const auto t0 = std::chrono::steady_clock::now();
     // Never draft past the budget: a step emits its accepted path + one token.
     const int64_t height = sink.remaining() - 1;
     Proposal proposal;
@@ -91,6 +98,7 @@ void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
       }
       stats.draft_calls += draft_->accept(acceptance);
     }
+    policy_->observe(shape, {tree.max_depth, verdict.accepted(), seconds_since(t0)});
     root = verdict.next_token;
   }
 }

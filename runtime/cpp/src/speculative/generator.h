@@ -17,7 +17,7 @@ class SpeculativeTokenGenerator : public TokenGenerator {
   // Refuses, before any request, a shape the target cannot verify in one call or the draft
   // cannot hold, and a KV strategy the target does not support.
   SpeculativeTokenGenerator(std::unique_ptr<SpeculativeDraftRunner> draft,
-                            const TargetMetadata& target, std::unique_ptr<TreeShape> shape,
+                            const TargetMetadata& target, std::unique_ptr<TreePolicy> policy,
                             std::string kv_strategy = contract::kDefaultKvStrategy);
   void generate(GenerationContext& ctx, Sink& sink) override;
   void reset() override { draft_->reset(); }
@@ -25,7 +25,7 @@ class SpeculativeTokenGenerator : public TokenGenerator {
 
  private:
   std::unique_ptr<SpeculativeDraftRunner> draft_;
-  std::unique_ptr<TreeShape> shape_;
+  std::unique_ptr<TreePolicy> policy_;
   std::string kv_strategy_;
   Verifier verifier_;
 };

@@ -23,6 +23,7 @@ class PromptLookupDraftRunner : public SpeculativeDraftRunner {
   int64_t accept(const Acceptance& acceptance) override;
   void memory(std::map<std::string, int64_t>& out) const override {}
   bool needs_hidden() const override { return false; }
+  bool branching() const override { return false; }
 
  private:
   std::vector<int64_t> lookup(int64_t max_tokens) const;

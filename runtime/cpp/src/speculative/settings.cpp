@@ -1,20 +1,26 @@
 #include "speculative/settings.h"
 
+#include "speculative/dispatcher.h"
 #include "speculative/dynamic_tree.h"
 #include "speculative/static_tree.h"
 
 namespace etspec {
 
 void TreeSettings::check() const {
-  if (mode != "chain" && mode != "static" && mode != "dynamic") {
-    throw Error(message("unknown_choice",
-                        {{"what", "--tree"}, {"value", mode}, {"choices", "chain, static, dynamic"}}));
+  if (mode != "chain" && mode != "static" && mode != "dynamic" && mode != "auto") {
+    throw Error(message("unknown_choice", {{"what", "--tree"},
+                                           {"value", mode},
+                                           {"choices", "chain, static, dynamic, auto"}}));
   }
 }
 
-std::unique_ptr<TreeShape> TreeSettings::policy(const TargetMetadata& target) const {
+std::unique_ptr<TreePolicy> TreeSettings::policy(const TargetMetadata& target,
+                                                 bool branching) const {
   check();
   const int64_t width = target.verify_width;
+  if (mode == "auto") {
+    return std::make_unique<AutoTree>(auto_candidates(target, branching), target.verify_widths);
+  }
   if (mode == "chain") return std::make_unique<ChainShape>(num_spec_tokens);
   if (mode == "static") {
     if (static_tree) return std::make_unique<StaticTree>(StaticTree::parse(*static_tree));

@@ -13,7 +13,7 @@
 namespace etspec {
 
 struct TreeSettings {
-  std::string mode = "chain";  // chain | static | dynamic
+  std::string mode = "auto";  // chain | static | dynamic | auto (the dispatcher)
   int64_t num_spec_tokens = contract::kDefaultChainLength;  // the chain's length
   std::optional<std::string> static_tree;  // D3xBF2 / N8 / JSON (default: N fills K - 1)
   std::optional<int64_t> depth;            // dynamic: expansion passes (default from K)
@@ -22,7 +22,8 @@ struct TreeSettings {
 
   // Throws Error for an unknown mode or dynamic knobs given with another mode.
   void check() const;
-  std::unique_ptr<TreeShape> policy(const TargetMetadata& target) const;
+  // `branching`: the drafter can grow trees (else auto considers chains only).
+  std::unique_ptr<TreePolicy> policy(const TargetMetadata& target, bool branching) const;
 };
 
 }  // namespace etspec

@@ -26,6 +26,7 @@ ChainShape::ChainShape(int64_t length) : length_(length) {
   max_nodes = length;
   max_height = length;
   fed_nodes = length - 1;
+  levels = length - 1;
 }
 
 Proposal ChainShape::grow(Expander& expansion, int64_t max_height, Sampler& sampler) const {

@@ -36,15 +36,44 @@ class Expander {
   int64_t calls = 0;                                 // model calls so far
 };
 
-class TreeShape {
+// What one speculative step did, as a tree policy learns it.
+struct StepOutcome {
+  int64_t height = 0;    // depth of the deepest drafted node (0: nothing was drafted)
+  int64_t accepted = 0;  // draft tokens accepted (the step emitted one more)
+  double seconds = 0;    // wall time of the step: draft, verify, accept, commit
+  int64_t emitted() const { return accepted + 1; }
+};
+
+class TreeShape;
+struct StepCosts;
+
+// Chooses the tree shape of each speculative step (a fixed shape, or --tree auto's
+// dispatcher, speculative/dispatcher.h).
+class TreePolicy {
  public:
-  virtual ~TreeShape() = default;
+  virtual ~TreePolicy() = default;
+  // Every shape this policy may choose (checked against the artifacts up front).
+  virtual std::vector<const TreeShape*> candidates() const = 0;
+  virtual const TreeShape& choose() = 0;
+  virtual void observe(const TreeShape& shape, const StepOutcome& step) {}
+  // Whether the generator should measure the step costs (speculative/costs.h) and hand
+  // them over before the next step; a fixed shape never does.
+  virtual bool needs_costs() const { return false; }
+  virtual void use_costs(const StepCosts& costs) {}
+};
+
+// A fixed shape; as a policy it always picks itself.
+class TreeShape : public TreePolicy {
+ public:
   // The proposal of one step, at most `max_height` levels deep.
   virtual Proposal grow(Expander& expansion, int64_t max_height, Sampler& sampler) const = 0;
+  std::vector<const TreeShape*> candidates() const override { return {this}; }
+  const TreeShape& choose() override { return *this; }
   std::string name;
   int64_t max_nodes = 0;   // draft nodes verified (verify width needed: this + 1)
   int64_t max_height = 0;  // deepest node: the most draft tokens one step can accept
-  int64_t fed_nodes = 0;  // nodes fed to the draft (scratch slots needed)
+  int64_t fed_nodes = 0;   // nodes fed to the draft (scratch slots needed)
+  int64_t levels = 0;      // draft expansion levels (calls, when a level fits one step width)
 };
 
 // `length` draft tokens in a line: the top-1 token of each level when greedy, a sample of
@@ -53,6 +82,7 @@ class ChainShape : public TreeShape {
  public:
   explicit ChainShape(int64_t length);
   Proposal grow(Expander& expansion, int64_t max_height, Sampler& sampler) const override;
+  int64_t length() const { return length_; }
 
  private:
   int64_t length_;

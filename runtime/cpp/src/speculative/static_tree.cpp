@@ -103,6 +103,7 @@ StaticTree::StaticTree(std::vector<Path> paths, std::string tree_name) {
   max_nodes = paths_.size();
   max_height = paths_.back().size();  // paths_ are sorted by length
   fed_nodes = parents.size();
+  levels = max_height - 1;
 }
 
 StaticTree StaticTree::full(int64_t depth, int64_t branching) {

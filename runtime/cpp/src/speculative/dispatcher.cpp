@@ -1,0 +1,205 @@
+#include "speculative/dispatcher.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "speculative/dynamic_tree.h"
+#include "speculative/static_tree.h"
+
+namespace etspec {
+namespace {
+
+// Weight, in steps, of the cost model's step time against measured ones.
+constexpr double kTimePriorSteps = 4;
+// Acceptance decays with depth: past 7 a longer chain only costs more (EAGLE's default).
+constexpr int64_t kMaxAutoChain = 7;
+constexpr size_t kExtraKept = 64;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+const ChainShape* as_chain(const TreeShape& shape) {
+  return dynamic_cast<const ChainShape*>(&shape);
+}
+
+double median(std::deque<double> values) {  // statistics.median
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+}  // namespace
+
+void StepRecord::add(int64_t emitted, double step_seconds) {
+  ++steps;
+  tokens += emitted;
+  squares += emitted * emitted;
+  seconds += step_seconds;
+}
+
+double StepRecord::standard_error() const {
+  if (!steps) return kInf;
+  const double mean = double(tokens) / steps;
+  const double spread = std::max(squares - steps * mean * mean, 0.0);
+  const double var = (spread + 2 * 1.0) / (steps + 1);
+  return std::sqrt(var / steps);
+}
+
+void DepthAcceptance::observe(int64_t height, int64_t accepted_tokens) {
+  const int64_t deepest = std::min(accepted_tokens + 1, height);
+  while (static_cast<int64_t>(reached.size()) < deepest) {
+    reached.push_back(0);
+    accepted.push_back(0);
+  }
+  for (int64_t d = 0; d < deepest; ++d) {
+    reached[d] += 1;
+    accepted[d] += d < accepted_tokens;
+  }
+}
+
+double DepthAcceptance::conditional(int64_t depth) const {
+  int64_t last = -1;
+  for (int64_t d = 0; d < static_cast<int64_t>(reached.size()); ++d) {
+    if (reached[d]) last = d;
+  }
+  if (last < 0) return 0.5;
+  int64_t d = std::min(depth - 1, last);
+  while (!reached[d]) --d;
+  return (accepted[d] + 1.0) / (reached[d] + 2.0);
+}
+
+double DepthAcceptance::expected_tokens(int64_t length) const {
+  double total = 1.0, p = 1.0;
+  for (int64_t d = 1; d <= length; ++d) {
+    p *= conditional(d);
+    total += p;
+  }
+  return total;
+}
+
+AutoTree::AutoTree(std::vector<std::unique_ptr<TreeShape>> shapes, std::vector<int64_t> widths)
+    : shapes_(std::move(shapes)), widths_(std::move(widths)) {
+  if (shapes_.empty()) throw Error("--tree auto has no candidate shape for this artifact");
+  for (const auto& s : shapes_) records_[s->name] = StepRecord{};
+}
+
+std::vector<const TreeShape*> AutoTree::candidates() const {
+  std::vector<const TreeShape*> out;
+  for (const auto& s : shapes_) out.push_back(s.get());
+  return out;
+}
+
+double AutoTree::overhead(const TreeShape& shape) const {
+  // Seconds a step takes beyond the per-method costs: the median over recent steps of the
+  // same kind (chain or tree) when there are any, else of the other kind.
+  const bool chain = as_chain(shape) != nullptr;
+  const auto& mine = extra_.at(chain);
+  const auto& extra = mine.empty() ? extra_.at(!chain) : mine;
+  return extra.empty() ? 0.0 : median(extra);
+}
+
+double AutoTree::predicted_seconds(const TreeShape& shape) const {
+  if (!costs_) return 0.0;
+  return costs_->predict(shape, widths_) + overhead(shape);
+}
+
+double AutoTree::blend(const TreeShape& shape, double prior) const {
+  const StepRecord& rec = records_.at(shape.name);
+  if (!costs_) return rec.step_s();
+  return (rec.seconds + kTimePriorSteps * prior) / (rec.steps + kTimePriorSteps);
+}
+
+double AutoTree::step_seconds(const TreeShape& shape) const {
+  return blend(shape, predicted_seconds(shape));
+}
+
+double AutoTree::optimistic_rate(const TreeShape& shape) const {
+  const double seconds = step_seconds(shape);
+  return seconds > 0 ? (shape.max_height + 1) / seconds : kInf;
+}
+
+std::optional<std::pair<double, double>> AutoTree::tokens(const TreeShape& shape) const {
+  if (const ChainShape* chain = as_chain(shape)) {
+    if (!chain_steps_.steps) return std::nullopt;
+    return std::make_pair(chains_.expected_tokens(chain->length()),
+                          chain_steps_.standard_error());
+  }
+  const StepRecord& rec = records_.at(shape.name);
+  if (!rec.steps) return std::nullopt;
+  return std::make_pair(double(rec.tokens) / rec.steps, rec.standard_error());
+}
+
+double AutoTree::estimate(const TreeShape& shape) const {
+  const auto t = tokens(shape);
+  const double seconds = step_seconds(shape);
+  return t && seconds > 0 ? t->first / seconds : 0.0;
+}
+
+double AutoTree::upper_bound(const TreeShape& shape) const {
+  const auto t = tokens(shape);
+  // Optimistic in time too: a few slow steps must not condemn a shape that then never
+  // runs again to correct them.
+  const double prior = predicted_seconds(shape);
+  const double seconds = std::min(blend(shape, prior), prior != 0.0 ? prior : kInf);
+  if (!t || seconds <= 0 || seconds == kInf) return optimistic_rate(shape);
+  // UCB1's widening z: an unlucky early estimate is retried eventually, not never.
+  const double z = std::sqrt(2 * std::log(double(std::max<int64_t>(total_, 2))));
+  return std::min(t->first + z * t->second, double(shape.max_height + 1)) / seconds;
+}
+
+const TreeShape& AutoTree::choose() {
+  // Redone every step at first, then every 8 steps (a decision moves little by then).
+  if (!current_ || total_ < 64 || total_ - decided_ >= 8) {
+    const TreeShape* best = nullptr;
+    double best_bound = 0;
+    for (const auto& s : shapes_) {  // the first maximum, as Python's max()
+      const double b = upper_bound(*s);
+      if (!best || b > best_bound) {
+        best = s.get();
+        best_bound = b;
+      }
+    }
+    current_ = best;
+    decided_ = total_;
+  }
+  return *current_;
+}
+
+void AutoTree::observe(const TreeShape& shape, const StepOutcome& step) {
+  ++total_;
+  records_[shape.name].add(step.emitted(), step.seconds);
+  const bool chain = as_chain(shape) != nullptr;
+  if (costs_) {
+    auto& extra = extra_[chain];
+    extra.push_back(step.seconds - costs_->predict(shape, widths_));
+    if (extra.size() > kExtraKept) extra.pop_front();
+  }
+  if (chain) {
+    chains_.observe(step.height, step.accepted);
+    chain_steps_.add(step.emitted(), step.seconds);
+  }
+}
+
+std::vector<std::unique_ptr<TreeShape>> auto_candidates(const TargetMetadata& target,
+                                                        bool branching) {
+  std::vector<std::unique_ptr<TreeShape>> shapes;
+  auto add = [&](std::unique_ptr<TreeShape> s) {
+    for (const auto& have : shapes) {
+      if (have->name == s->name) return;
+    }
+    shapes.push_back(std::move(s));
+  };
+  const int64_t longest = std::min<int64_t>(target.verify_width - 1, kMaxAutoChain);
+  for (int64_t n = std::min<int64_t>(2, longest); n <= longest; ++n) {
+    if (n >= 1) add(std::make_unique<ChainShape>(n));
+  }
+  for (int64_t w : target.verify_widths) {
+    if (branching && w >= 4) add(std::make_unique<StaticTree>(StaticTree::pruned(w - 1)));
+    if (branching && w >= 8) {
+      add(std::make_unique<DynamicTree>(contract::default_dynamic_depth(w),
+                                        contract::kDefaultDynamicTopk, w));
+    }
+  }
+  return shapes;
+}
+
+}  // namespace etspec

@@ -1,0 +1,84 @@
+// runtime/speculative/dispatcher.py: the tree-budget dispatcher (--tree auto). It picks the
+// shape that emits the most tokens per second on this artifact and this machine:
+// - costs are measured before the first step (speculative/costs.h) and give each candidate
+//   a predicted step time;
+// - acceptance is observed: chains pool theirs by depth (DepthAcceptance), so a step of any
+//   chain informs every chain length; trees are judged on their own steps;
+// - each step runs the candidate with the highest upper confidence bound of tokens/s.
+// The same arithmetic as the Python class, in the same order: on the same recorded costs
+// and outcomes both choose the same shapes (tests/test_cpp_dispatcher.py).
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "speculative/costs.h"
+#include "speculative/shapes.h"
+
+namespace etspec {
+
+// Steps, tokens (and their squares) and seconds of the steps one candidate ran.
+struct StepRecord {
+  int64_t steps = 0, tokens = 0, squares = 0;
+  double seconds = 0;
+  void add(int64_t emitted, double step_seconds);
+  // Standard error of the mean tokens per step, with a prior of one token squared worth
+  // two steps (a few identical steps do not look certain).
+  double standard_error() const;
+  double rate() const { return seconds > 0 ? tokens / seconds : 0.0; }
+  double step_s() const { return steps ? seconds / steps : 0.0; }
+};
+
+// Chain acceptance by depth, pooled over every chain step of any length.
+struct DepthAcceptance {
+  std::vector<int64_t> reached, accepted;
+  void observe(int64_t height, int64_t accepted_tokens);
+  // P(depth accepted | all shallower accepted), a Laplace prior; unseen depths borrow the
+  // deepest seen one.
+  double conditional(int64_t depth) const;
+  // Mean tokens a chain of `length` emits per step (accepted + the bonus).
+  double expected_tokens(int64_t length) const;
+};
+
+class AutoTree : public TreePolicy {
+ public:
+  AutoTree(std::vector<std::unique_ptr<TreeShape>> shapes, std::vector<int64_t> widths);
+  std::vector<const TreeShape*> candidates() const override;
+  const TreeShape& choose() override;
+  void observe(const TreeShape& shape, const StepOutcome& step) override;
+  bool needs_costs() const override { return !costs_; }
+  void use_costs(const StepCosts& costs) override { costs_ = costs; }
+
+  double estimate(const TreeShape& shape) const;     // expected tokens/s (0: no data)
+  double upper_bound(const TreeShape& shape) const;  // the UCB choose() maximizes
+
+ private:
+  double overhead(const TreeShape& shape) const;
+  double predicted_seconds(const TreeShape& shape) const;
+  double blend(const TreeShape& shape, double prior) const;
+  double step_seconds(const TreeShape& shape) const;
+  double optimistic_rate(const TreeShape& shape) const;
+  std::optional<std::pair<double, double>> tokens(const TreeShape& shape) const;
+
+  std::vector<std::unique_ptr<TreeShape>> shapes_;
+  std::vector<int64_t> widths_;
+  std::optional<StepCosts> costs_;
+  std::map<std::string, StepRecord> records_;
+  DepthAcceptance chains_;
+  StepRecord chain_steps_;
+  int64_t total_ = 0, decided_ = 0;
+  const TreeShape* current_ = nullptr;
+  // Recent measured-minus-predicted step seconds of chain (true) and tree (false) steps.
+  std::map<bool, std::deque<double>> extra_{{true, {}}, {false, {}}};
+};
+
+// --tree auto's candidates (settings.auto_candidates): chains of 2..7 that fit and, for
+// drafts that branch, static and dynamic trees filling each verify width.
+std::vector<std::unique_ptr<TreeShape>> auto_candidates(const TargetMetadata& target,
+                                                        bool branching);
+
+}  // namespace etspec
