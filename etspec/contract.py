@@ -186,6 +186,7 @@ MESSAGES = {
     "the prompt as UTF-8",
     "prompt_file_unreadable": "{path}: the prompt file cannot be read ({reason})",
     "one_prompt": "give exactly one of {choices}",
+    "auto_no_candidates": "--tree auto has no candidate shape for this artifact",
     # Request checks (runtime/runner.py, the C++ Runner::generate), before any state changes.
     "empty_prompt": "empty prompt: give at least one token",
     "token_outside_vocab": "prompt token id {token} is outside the vocabulary [0, {vocab})",
@@ -270,6 +271,19 @@ STATS_FIELDS: tuple[tuple[str, str], ...] = (
 # Why a generation stopped: an EOS token, the budget, a callback that returned False,
 # ``stop()`` from another thread.
 STOP_EOS, STOP_BUDGET, STOP_CALLBACK, STOP_REQUESTED = "eos", "max_new_tokens", "callback", "stop"
+# The C++ runner's --serve requests (one JSON object per line) and the error answer, as
+# tools/peers/cpp_runner.py writes and reads them: field names by role.
+SERVE_FIELDS = {
+    "Prompt": "prompt",
+    "PromptIds": "prompt_ids",
+    "MaxNewTokens": "max_new_tokens",
+    "Temperature": "temperature",
+    "TopK": "top_k",
+    "TopP": "top_p",
+    "Seed": "seed",
+    "IgnoreEos": "ignore_eos",
+    "Error": "error",
+}
 # ``memory`` keys: what each program holds, as stored.
 TARGET_WEIGHTS_BYTES, TARGET_KV_BYTES = "target_weights_bytes", "target_kv_bytes"
 DRAFT_WEIGHTS_BYTES, DRAFT_KV_BYTES = "draft_weights_bytes", "draft_kv_bytes"
@@ -635,6 +649,7 @@ def cpp_header() -> str:
         "DraftKind": DRAFT_KIND,
         "Gemma4Assistant": GEMMA4_ASSISTANT,
         "HiddenSpecCheck": HIDDEN_SPEC_CHECK,
+        **{f"Serve{role}": name for role, name in SERVE_FIELDS.items()},
     }
     out = [
         "// Generated from etspec/contract.py by `python -m etspec.contract`; do not edit.",

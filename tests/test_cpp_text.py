@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,9 +102,11 @@ def test_text_errors_are_one_line(artifacts, runner_bin: Path, tmp_path: Path) -
     res = subprocess.run([str(runner_bin), "--target", target, "--prompt", b"ok \xff"],
                          capture_output=True)  # fmt: skip
     assert res.returncode == 2
-    assert res.stderr.decode() == (
-        "error: the prompt is not UTF-8 text (byte 0xff at offset 3); pass UTF-8 text\n"
-    )
+    line = "error: the prompt is not UTF-8 text (byte 0xff at offset 3); pass UTF-8 text\n"
+    assert res.stderr.decode() == line
+    python = subprocess.run([sys.executable, "-m", "etspec", "generate", "--target", target,
+                             "--prompt", b"ok \xff"], capture_output=True)  # fmt: skip
+    assert python.returncode == 1 and python.stderr.decode() == line, python.stderr
 
 
 def test_a_tokenizer_the_runtime_cannot_read_leaves_ids_working(  # type: ignore[no-untyped-def]

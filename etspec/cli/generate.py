@@ -39,7 +39,7 @@ def _read_prompt_file(path: Path) -> str:
         ) from None
 
 
-def _check_prompt_text(text: str) -> str:
+def _check_prompt_text(text: str) -> None:
     """--prompt as the shell gave it: bytes that are not UTF-8 arrive as lone surrogates."""
     try:
         text.encode("utf-8")
@@ -51,7 +51,6 @@ def _check_prompt_text(text: str) -> str:
             raise EtspecError(
                 message("prompt_not_utf8", byte=f"{raw[e.start]:02x}", offset=e.start)
             ) from None
-    return text
 
 
 @main.command()
@@ -109,6 +108,8 @@ def generate(**kw: Any) -> None:
                 choices="--prompt TEXT, --prompt-ids 1,2,3, --prompt-file PATH or --humaneval N",
             )
         )
+    if kw["prompt"] is not None:  # before anything loads
+        _check_prompt_text(kw["prompt"])
     sampling = SamplingConfig(kw["temperature"], kw["top_k"], kw["top_p"], kw["seed"])
     sampling.check()
     processors = []
@@ -119,7 +120,7 @@ def generate(**kw: Any) -> None:
     if kw["humaneval_task"] is not None:
         prompt: Any = _humaneval_prompt(kw["humaneval_task"])
     elif kw["prompt"] is not None:
-        prompt = _check_prompt_text(kw["prompt"])
+        prompt = kw["prompt"]
     elif kw["prompt_file"] is not None:
         prompt = _read_prompt_file(kw["prompt_file"])
     else:

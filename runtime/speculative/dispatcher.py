@@ -22,6 +22,7 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
+from etspec.contract import message
 from etspec.errors import EtspecError
 from etspec.runtime.speculative.costs import StepCosts
 from etspec.runtime.speculative.shapes import ChainShape, StepOutcome, TreePolicy, TreeShape
@@ -134,7 +135,7 @@ class AutoTree(TreePolicy):
 
     def __post_init__(self) -> None:
         if not self.shapes:
-            raise EtspecError("--tree auto has no candidate shape for this artifact")
+            raise EtspecError(message("auto_no_candidates"))
         self.records = {s.name: _Record() for s in self.shapes}
 
     def candidates(self) -> list[TreeShape]:

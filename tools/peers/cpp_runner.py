@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from etspec.contract import DEFAULT_KV_STRATEGY
+from etspec.contract import DEFAULT_KV_STRATEGY, SERVE_FIELDS
 from etspec.errors import EtspecError
 from etspec.runtime.runner import GenerationResult, TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
@@ -97,13 +97,16 @@ class CppRunner(OutsidePeer):
         return cmd
 
     @staticmethod
+    @staticmethod
     def request(ids: Sequence[int], max_new_tokens: int, sampling: SamplingConfig) -> dict:  # type: ignore[type-arg]
-        """One generation's request line."""
-        req: dict = {"prompt_ids": list(ids), "max_new_tokens": max_new_tokens}  # type: ignore[type-arg]
+        """One generation's request line (contract.SERVE_FIELDS)."""
+        f = SERVE_FIELDS
+        req: dict = {f["PromptIds"]: list(ids), f["MaxNewTokens"]: max_new_tokens}  # type: ignore[type-arg]
         if sampling.temperature > 0:
-            req.update(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p)
+            req[f["Temperature"]] = sampling.temperature
+            req[f["TopK"]], req[f["TopP"]] = sampling.top_k, sampling.top_p
             if sampling.seed is not None:
-                req["seed"] = sampling.seed
+                req[f["Seed"]] = sampling.seed
         return req
 
     def _process(self) -> subprocess.Popen[str]:
@@ -137,8 +140,8 @@ class CppRunner(OutsidePeer):
             lines = self._stderr.read().strip().splitlines()
             raise self._failed(lines[-1] if lines else f"exit status {proc.returncode}")
         out = json.loads(line)
-        if "error" in out:
-            raise self._failed(out["error"])
+        if SERVE_FIELDS["Error"] in out:
+            raise self._failed(out[SERVE_FIELDS["Error"]])
         stats = GenerationStats(**{k: v for k, v in out["stats"].items() if k in _STATS_FIELDS})
         new = out["token_ids"]  # its stats (memory too) are the binary's own process's
         text = self.base.tokenizer.decode(new) if self.base.tokenizer is not None else ""

@@ -151,6 +151,7 @@ std::string result_json(const etspec::Result& result);
 // max_new_tokens, temperature, top_k, top_p, seed, ignore_eos (the command line's values
 // otherwise). A request the runner refuses answers {"error": "..."}; serving goes on.
 int serve_requests(etspec::Runner& runner, const etspec::GenerationConfig& defaults) {
+  namespace contract = etspec::contract;
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -159,23 +160,23 @@ int serve_requests(etspec::Runner& runner, const etspec::GenerationConfig& defau
       const auto request = nlohmann::json::parse(line);
       etspec::GenerationConfig config = defaults;
       config.sampler = nullptr;  // each request its own stream (seeded: reproducible)
-      config.max_new_tokens = request.value("max_new_tokens", config.max_new_tokens);
-      config.ignore_eos = request.value("ignore_eos", config.ignore_eos);
+      config.max_new_tokens = request.value(contract::kServeMaxNewTokens, config.max_new_tokens);
+      config.ignore_eos = request.value(contract::kServeIgnoreEos, config.ignore_eos);
       auto& s = config.sampling;
-      s.temperature = request.value("temperature", s.temperature);
-      s.top_k = request.value("top_k", s.top_k);
-      s.top_p = request.value("top_p", s.top_p);
-      if (request.contains("seed") && !request["seed"].is_null()) {
-        s.seed = request["seed"].get<uint64_t>();
+      s.temperature = request.value(contract::kServeTemperature, s.temperature);
+      s.top_k = request.value(contract::kServeTopK, s.top_k);
+      s.top_p = request.value(contract::kServeTopP, s.top_p);
+      if (request.contains(contract::kServeSeed) && !request[contract::kServeSeed].is_null()) {
+        s.seed = request[contract::kServeSeed].get<uint64_t>();
         s.seeded = true;
       }
       const etspec::Prompt prompt =
-          request.contains("prompt")
-              ? etspec::Prompt(request["prompt"].get<std::string>())
-              : etspec::Prompt(request.at("prompt_ids").get<std::vector<int64_t>>());
+          request.contains(contract::kServePrompt)
+              ? etspec::Prompt(request[contract::kServePrompt].get<std::string>())
+              : etspec::Prompt(request.at(contract::kServePromptIds).get<std::vector<int64_t>>());
       answer = result_json(runner.generate(prompt, config));
     } catch (const std::exception& e) {
-      answer = nlohmann::json{{"error", e.what()}}.dump();
+      answer = nlohmann::json{{contract::kServeError, e.what()}}.dump();
     }
     std::cout << answer << "\n" << std::flush;
   }

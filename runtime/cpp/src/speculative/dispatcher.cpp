@@ -78,7 +78,7 @@ double DepthAcceptance::expected_tokens(int64_t length) const {
 
 AutoTree::AutoTree(std::vector<std::unique_ptr<TreeShape>> shapes, std::vector<int64_t> widths)
     : shapes_(std::move(shapes)), widths_(std::move(widths)) {
-  if (shapes_.empty()) throw Error("--tree auto has no candidate shape for this artifact");
+  if (shapes_.empty()) throw Error(message("auto_no_candidates", {}));
   for (const auto& s : shapes_) records_[s->name] = StepRecord{};
 }
 
