@@ -111,7 +111,7 @@ def test_cpp_runner_takes_the_aliases(artifacts, runner_bin: Path) -> None:  # t
     def run(*args: str) -> list[int]:
         res = subprocess.run(
             [str(runner_bin), "--target", str(pair.target.pte), "--draft", str(pair.pte),
-             "--prompt-ids", PROMPT, "--ignore-eos", "--json", *args],
+             "--prompt-ids", PROMPT, "--ignore-eos", "--json", "--tree", "chain", *args],
             capture_output=True, text=True, timeout=300,
         )  # fmt: skip
         assert res.returncode == 0, res.stderr
