@@ -291,7 +291,7 @@ def test_prompt_files_cli(files, tmp_path: Path) -> None:  # type: ignore[no-unt
     base = ["generate", "--target", files["target"], "--prompt-file"]
     line = _cli_error(_cli(*base, files["not_utf8"]))
     _assert_one_line(line, "not UTF-8 text (byte 0xff at offset 21)", "save the prompt as UTF-8")
-    _assert_one_line(_cli_error(_cli(*base, tmp_path / "none.txt")), "cannot read the prompt")
+    _assert_one_line(_cli_error(_cli(*base, tmp_path / "none.txt")), "prompt file cannot be read")
     # Valid UTF-8 reaches the tokenizer check: this target has none.
     (tmp_path / "ok.txt").write_text("w1 w2", encoding="utf-8")
     _assert_one_line(_cli_error(_cli(*base, tmp_path / "ok.txt")), "carries no tokenizer")
