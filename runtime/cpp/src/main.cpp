@@ -236,14 +236,8 @@ int run(int argc, char** argv) {
   if (opt.count("--prompt-ids")) {
     prompt.emplace(parse_ids(opt["--prompt-ids"]));
   } else if (opt.count("--prompt")) {
-    const std::string& text = opt["--prompt"];
-    if (const auto bad = etspec::invalid_utf8_at(text)) {
-      char byte[3];
-      std::snprintf(byte, sizeof byte, "%02x", static_cast<unsigned char>(text[*bad]));
-      throw UsageError(etspec::message("prompt_not_utf8",
-                                       {{"byte", byte}, {"offset", std::to_string(*bad)}}));
-    }
-    prompt.emplace(text);
+    etspec::check_prompt_utf8(opt["--prompt"]);  // exit 1, as `etspec generate`
+    prompt.emplace(opt["--prompt"]);
   }
   if (opt.count("--max-new-tokens")) {
     config.max_new_tokens = number<int64_t>("--max-new-tokens", opt["--max-new-tokens"]);

@@ -28,6 +28,14 @@ std::optional<size_t> invalid_utf8_at(const std::string& text) {
   return bad;
 }
 
+void check_prompt_utf8(const std::string& text) {
+  if (const auto bad = invalid_utf8_at(text)) {
+    char byte[3];
+    std::snprintf(byte, sizeof byte, "%02x", static_cast<unsigned char>(text[*bad]));
+    throw Error(message("prompt_not_utf8", {{"byte", byte}, {"offset", std::to_string(*bad)}}));
+  }
+}
+
 Tokenizer::~Tokenizer() = default;
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 
@@ -81,11 +89,7 @@ Tokenizer::Tokenizer(const std::string& text) {
 }
 
 std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
-  if (const auto bad = invalid_utf8_at(text)) {
-    char byte[3];
-    std::snprintf(byte, sizeof byte, "%02x", static_cast<unsigned char>(text[*bad]));
-    throw Error(message("prompt_not_utf8", {{"byte", byte}, {"offset", std::to_string(*bad)}}));
-  }
+  check_prompt_utf8(text);
   // tokenizers' extract_and_normalize: added tokens matched in the raw text, the rest
   // normalized and searched again for normalized added tokens, then pre-tokenized.
   std::vector<tokenizer::Piece> raw, pieces;

@@ -23,6 +23,8 @@ class PreTokenizer;
 
 // The offset of the first byte of `text` that is not valid UTF-8; nullopt if all is.
 std::optional<size_t> invalid_utf8_at(const std::string& text);
+// Throws Error (the contract's prompt_not_utf8) for a prompt that is not valid UTF-8.
+void check_prompt_utf8(const std::string& text);
 
 class Tokenizer {
  public:
