@@ -11,6 +11,11 @@
 #include "tokenizer/unicode.h"
 
 namespace etspec {
+
+void tokenizer::unsupported(const std::string& what) {
+  throw Unsupported(what + " is not supported by the C++ runner");
+}
+
 namespace {
 
 bool ends_with_replacement(const std::string& s) {
