@@ -423,6 +423,13 @@ def test_torchrun_two_ranks_merge_to_the_single_process_result(  # type: ignore[
         *_bench_args(case.pte, prompts, merged, "--traces", str(tmp_path / "t.jsonl")),
     ]
     run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    # A rank has been seen (once in three full runs) to abort at interpreter exit with
+    # "terminate called without an active exception" (a native thread torn down joinable,
+    # outside etspec's code) after its work was done; that alone earns one more run. Any
+    # other failure, or the same one twice, fails the test.
+    if run.returncode != 0 and "terminate called without an active exception" in run.stderr:
+        merged.unlink(missing_ok=True)
+        run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     a, b = json.loads(single.read_text()), json.loads(merged.read_text())
     assert b["manifest"]["settings"]["world_size"] == 2
