@@ -78,9 +78,7 @@ Tokenizer::Tokenizer(const std::string& text) {
   // runtime/tokenizer.py's run_ids: byte pieces, and special tokens when there are any.
   bool any = false;
   for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof name, "<0x%02X>", b);
-    const int64_t id = model_->token_to_id(name);
+    const int64_t id = model_->byte_id(static_cast<unsigned char>(b));
     if (id < 0) continue;
     if (id >= static_cast<int64_t>(byte_run_ids_.size())) byte_run_ids_.resize(id + 1);
     byte_run_ids_[id] = any = true;

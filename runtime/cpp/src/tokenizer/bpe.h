@@ -20,6 +20,7 @@ class Bpe {
   // nullptr for an id outside the vocabulary.
   const std::string* id_to_token(int64_t id) const;
   int64_t token_to_id(const std::string& token) const;  // -1 when absent
+  int64_t byte_id(unsigned char b) const { return byte_ids_[b]; }  // <0xXX>, -1 when absent
 
  private:
   void merge(std::vector<int64_t>& ids) const;
