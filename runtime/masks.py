@@ -57,6 +57,17 @@ class MaskLayout:
         scratch_col = slots - self.max_context + self.committed(width)
         return torch.where(slots < self.max_context, slots, scratch_col)
 
+    def causal_rows(self, start: int, rows: int) -> torch.Tensor:
+        """``causal(arange(start, start + rows))`` in three ops: the committed prefix, then
+        a lower triangle over the rows' own slots (the host loop's draft extend)."""
+        if start + rows > self.max_context:  # pad rows past the context: scratch columns
+            return self.causal(torch.arange(start, start + rows))
+        width = self.width(start + rows)
+        mask = torch.full((rows, width), MASK_MIN)
+        mask[:, :start] = 0.0
+        mask[:, start : start + rows] = _triangle(rows)
+        return mask
+
     def causal(self, positions: torch.Tensor) -> torch.Tensor:
         """Causal mask of rows at ``positions`` (slot == position), as narrow as they allow."""
         width = self.width(int(positions.max()) + 1)
@@ -71,3 +82,9 @@ def _columns(width: int, max_context: int, cache_size: int) -> torch.Tensor:
 @lru_cache(maxsize=64)
 def _band(start: int, committed: int, max_context: int, cache_size: int) -> torch.Tensor:
     return torch.cat((torch.arange(start, committed), torch.arange(max_context, cache_size)))
+
+
+@lru_cache(maxsize=16)
+def _triangle(rows: int) -> torch.Tensor:
+    """``[rows, rows]``: 0 on and below the diagonal, ``MASK_MIN`` above (read-only)."""
+    return torch.full((rows, rows), MASK_MIN).triu_(1)

@@ -200,6 +200,7 @@ class OracleExpander:
         self.truth = truth
         self.vocab_size = vocab
         self.target_ids = torch.arange(vocab)
+        self.target_id_of = self.target_ids.tolist()
         self.rank = rank
         self.calls = 0
         self.paths: list[tuple[int, ...]] = [()]

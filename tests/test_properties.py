@@ -51,6 +51,7 @@ class ScriptedExpander:
         self.draw, self.vd, self.nan = draw, draft_vocab, nan
         # An injective draft -> target map, as a real d2t is.
         self.target_ids = torch.arange(draft_vocab) * (vocab // draft_vocab)
+        self.target_id_of = self.target_ids.tolist()
         self.vocab_size = vocab
         self.calls = 0
 
@@ -256,3 +257,15 @@ def test_the_sliding_band_holds_every_key_the_lowest_row_sees(
     assert start <= max(0, lowest - window + 1) and committed - start >= 2
     assert start % MASK_GRANULE == 0 or start == committed - 2
     assert MaskLayout(max_context, max_context + scratch).band(lowest, width) == ()
+
+
+@given(st.integers(1, 600), st.integers(0, 64), st.integers(0, 700), st.integers(1, 16))
+def test_causal_rows_is_the_causal_mask_of_those_positions(
+    max_context: int, scratch: int, start: int, rows: int
+) -> None:
+    """``MaskLayout.causal_rows`` (the draft extend's few-op mask) equals ``causal`` of the
+    same positions, including pad rows past the context."""
+    assume(start < max_context and start + rows <= max_context + scratch)
+    layout = MaskLayout(max_context, max_context + scratch)
+    want = layout.causal(torch.arange(start, start + rows))
+    assert torch.equal(layout.causal_rows(start, rows), want)

@@ -184,6 +184,7 @@ class FakeExpander:
         vd = draft_vocab or vocab
         g = torch.Generator().manual_seed(seed)
         self.target_ids = torch.sort(torch.randperm(vocab, generator=g)[:vd]).values
+        self.target_id_of = self.target_ids.tolist()
         self.vocab_size = vocab
         self.vd = vd
         self.seed = seed

@@ -63,6 +63,9 @@ class DraftGeometry:
     scratch_slots: torch.Tensor  # [scratch] the slots tree nodes are fed into
     extend_rows: torch.Tensor  # arange(extend_width)
     step_rows: torch.Tensor  # arange(step_width)
+    positions: torch.Tensor  # arange(cache_size + extend_width): slices are positions
+    # step_slots[f]: the scratch slots of a draft step whose first node takes scratch slot f
+    step_slots: tuple[torch.Tensor, ...]
 
     @classmethod
     def of(cls, meta: DraftMetadata, window: int | None) -> DraftGeometry:
@@ -74,12 +77,22 @@ class DraftGeometry:
             meta.max_context + torch.arange(scratch),
             torch.arange(meta.extend_width),
             torch.arange(meta.step_width),
+            torch.arange(meta.cache_size + meta.extend_width),
+            tuple(
+                meta.max_context + torch.arange(f, f + meta.step_width)
+                for f in range(max(scratch - meta.step_width + 1, 0))
+            ),
         )
 
     @property
     def scratch(self) -> int:
         """Draft cache slots past the context, where tree nodes are fed."""
         return len(self.scratch_slots)
+
+    def causal_rows(self, start: int, rows: int) -> torch.Tensor:
+        """``causal(arange(start, start + rows))``, built in a few ops."""
+        mask = self.layout.causal_rows(start, rows)
+        return mask if self.window is None else self.truncate(mask, self.positions[start:][:rows])
 
     def causal(self, positions: torch.Tensor) -> torch.Tensor:
         mask = self.layout.causal(positions)
@@ -126,6 +139,7 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
             raise ArtifactError(message("d2t_size", path=program.source))
         # Draft id i is target id i + d2t[i].
         self.target_ids = torch.arange(meta.draft_vocab_size) + d2t
+        self.target_id_of = self.target_ids.tolist()
         if len(self.target_ids) and not (
             int(self.target_ids.min()) >= 0 and int(self.target_ids.max()) < meta.target_vocab_size
         ):
@@ -233,7 +247,9 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
 
     def expansion(self) -> _Expansion:
         """A fresh ``Expander`` over the draft from the current root (one proposal's)."""
-        return _Expansion(self.program, self.geometry, self.root, self.target_ids)
+        return _Expansion(
+            self.program, self.geometry, self.root, self.target_ids, self.target_id_of
+        )
 
     def propose(self, shape: TreeShape, max_height: int, sampler: Sampler) -> Proposal:
         return shape.grow(self.expansion(), max_height, sampler)
@@ -244,13 +260,16 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         geo = self.geometry
         rows = len(acceptance.tokens)
         e = self.meta.extend_width_for(rows)  # the narrowest extend that holds them
-        ids = torch.zeros(e, dtype=torch.long)
-        ids[:rows] = torch.tensor([*acceptance.tokens[1:], acceptance.next_token])
-        states = torch.zeros(e, hidden.shape[-1])
-        states[:rows] = hidden
-        positions = acceptance.position + geo.extend_rows[:e]
+        ids = torch.tensor([*acceptance.tokens[1:], acceptance.next_token] + [0] * (e - rows))
+        states = hidden
+        if rows < e:
+            states = torch.zeros(e, hidden.shape[-1])
+            states[:rows] = hidden
+        start = acceptance.position
+        positions = geo.positions[start : start + e]
+        mask = geo.causal_rows(start, e)
         logits, out = self.program.run(
-            self.meta.extend_method(e), ids, states, positions, positions, geo.causal(positions)
+            self.meta.extend_method(e), ids, states, positions, positions, mask
         )
         self.root = DraftRoot(
             logits[rows - 1 : rows], out[rows - 1 : rows], acceptance.position + rows
@@ -274,13 +293,19 @@ class _Expansion:
     """
 
     def __init__(
-        self, program: Program, geometry: DraftGeometry, root: DraftRoot, target_ids: torch.Tensor
+        self,
+        program: Program,
+        geometry: DraftGeometry,
+        root: DraftRoot,
+        target_ids: torch.Tensor,
+        target_id_of: list[int],
     ) -> None:
         self.program = program
         self.geometry = geometry
         self.root_logits = root.logits[0]
         self.position = root.position
         self.target_ids = target_ids
+        self.target_id_of = target_id_of
         self.vocab_size = geometry.meta.target_vocab_size
         self.calls = 0
         self._fed = 0  # handles fed so far (handle h > 0 sits in scratch slot h - 1)
@@ -295,11 +320,71 @@ class _Expansion:
         self._committed_cols = geometry.layout.committed(width)
         self._mask = torch.full((geometry.meta.step_width, width), MASK_MIN)
         self._mask[:, : root.position] = 0.0  # the committed prefix, the same for every call
+        # A chain in progress: the links fed since the last level call, each the child of
+        # the one before (``_link``), and the mask and output states of the last one.
+        self._line: list[tuple[int, torch.Tensor]] = []  # (handle, its call's states)
+        self._line_io: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def root(self) -> torch.Tensor:
         return self.root_logits
 
     def expand(self, parents: Sequence[int], tokens: Sequence[int]) -> torch.Tensor:
+        if len(parents) == 1 and parents[0] == self._fed and self.geometry.window is None:
+            return self._link(parents[0], tokens[0])
+        self._settle_line()
+        return self._level(parents, tokens)
+
+    def _link(self, parent: int, token: int) -> torch.Tensor:
+        """Feed one node whose parent is the last node fed (or the root, before any): a
+        chain's next link. Every row of the call sees the same columns (committed prefix,
+        the chain's slots so far, and the new node's own), so the mask grows by one column
+        instead of being rebuilt, and the parent's state is row 0 of the last call's
+        output, passed back as it is; the pad rows' inputs are finite and their outputs
+        and slots are never read (the next link overwrites the slots first). The per-handle
+        tables a level call reads are filled only if one follows (``_settle_line``)."""
+        geo = self.geometry
+        w, first, ctx = geo.meta.step_width, self._fed, self._committed_cols
+        if first + w > geo.scratch:
+            raise EtspecError(message("scratch_exhausted", scratch=geo.scratch))
+        if self._line_io is None:
+            mask = self._mask.clone()
+            mask[:, ctx:] = self._seen[parent]  # the parent's ancestors
+            states = self._states[parent].expand(w, -1).contiguous()
+        else:
+            mask, states = self._line_io
+        mask[:, ctx + first] = 0.0  # every row sees the new node's slot
+        depth = self._depth[parent]
+        logits, hidden = self.program.run(
+            DRAFT_STEP,
+            torch.tensor([token] + [0] * (w - 1)),
+            states,
+            torch.full((w,), self.position + depth),
+            geo.step_slots[first],
+            mask,
+        )
+        self.calls += 1
+        self._fed += 1
+        self._depth.append(depth + 1)
+        self._line.append((self._fed, hidden))
+        self._line_io = (mask, hidden)
+        return logits[:1]
+
+    def _settle_line(self) -> None:
+        """Write the chain's links into the per-handle tables (output state; mask columns:
+        the first link's parent's, then one more slot per link)."""
+        if not self._line:
+            return
+        first = self._line[0][0]
+        seen = self._seen[first - 1].clone()  # a line starts from the node fed before it
+        for handle, hidden in self._line:
+            self._states[handle] = hidden[0]
+            seen[handle - 1] = 0.0  # handle h sits in scratch slot h - 1
+            self._seen[handle] = seen
+        self._line, self._line_io = [], None
+
+    def _level(self, parents: Sequence[int], tokens: Sequence[int]) -> torch.Tensor:
+        """Feed any nodes (a tree level): each row's mask is its parent's columns plus
+        its own slot, its state its parent's output state."""
         geo = self.geometry
         w, pos, ctx, scratch = geo.meta.step_width, self.position, self._committed_cols, geo.scratch
         rows = geo.step_rows

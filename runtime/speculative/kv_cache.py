@@ -77,6 +77,10 @@ class SpecKVCacheManager:
         self._rows = torch.arange(meta.verify_width)
         self._layout = MaskLayout.of(meta)
         self._slots = torch.empty(0, dtype=torch.long)
+        self._base = -1  # the last verify's first slot (``_slots[0]``)
+        # Per (tree structure, verify width): the mask block and positions of an in-place
+        # verify. A few shapes repeat (a policy's candidates), so this stays small.
+        self._templates: dict[tuple[tuple[int, ...], int], tuple[torch.Tensor, torch.Tensor]] = {}
         # The reference program checks the invariant after every step against its live cache.
         self._cache = program.cache_tensors() if program.reference else []
         self._snapshot: list[torch.Tensor] = []
@@ -93,13 +97,15 @@ class SpecKVCacheManager:
             # Nothing proposed (a lookup that found no match): the root alone is the one-row
             # decode, cheaper than the narrowest verify. It writes the root's committed slot
             # directly, so the commit that follows has nothing to move.
-            self._slots = c + self._rows
+            self._slots, self._base = c + self._rows, c
             position = torch.tensor([c])
             mask = self._layout.causal(position)
             band = self._layout.band(c, mask.shape[-1])
             return TARGET_DECODE, (tree.tokens[:1], position, mask, *band)
         k = self.meta.verify_width_for(m1)
         in_place = self.strategy == POSITION_OVERWRITE
+        if in_place and tree.size == tree.capacity and c + k <= self.max_context:
+            return self._in_place_inputs(tree, k)
         base = c if in_place else self.max_context
         slots = base + self._rows[:k]
         width = self._layout.width(c + k if in_place else c)
@@ -117,13 +123,46 @@ class SpecKVCacheManager:
         alone[:m1] = ~tree.valid
         mask[alone, cols[alone]] = 0.0
         # Commit copies the full widest window; the slots past this verify's are unused.
-        self._slots = base + self._rows
+        self._slots, self._base = base + self._rows, base
         band = self._layout.band(c, width)
         return self.meta.verify_method(k), (tokens, positions, slots, mask, *band)
+
+    def _in_place_inputs(self, tree: DraftTree, k: int) -> tuple[str, tuple[torch.Tensor, ...]]:
+        """``verify_inputs`` of an unpadded tree verified in its own slots ``c..c+k-1``
+        (position-overwrite): the same tensors from a per-shape template, in a few ops."""
+        c, m1 = self.committed, tree.capacity + 1
+        block, offsets = self._template(tree, k)
+        width = self._layout.width(c + k)
+        mask = torch.full((k, width), MASK_MIN)
+        mask[:m1, :c] = 0.0
+        mask[:, c : c + k] = block
+        tokens = torch.tensor(tree.token_list + [0] * (k - m1))
+        self._slots, self._base = c + self._rows, c
+        band = self._layout.band(c, width)
+        return self.meta.verify_method(k), (tokens, c + offsets, self._slots[:k], mask, *band)
+
+    def _template(self, tree: DraftTree, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``[k, k]`` mask block over a tree's own slots (tree rows see their ancestors,
+        the rows after the tree only themselves) and each row's position offset."""
+        key = (tree.parent_list, k)
+        hit = self._templates.get(key)
+        if hit is None:
+            m1 = tree.capacity + 1
+            block = torch.full((k, k), MASK_MIN)
+            block[:m1, :m1] = torch.where(tree.mask, 0.0, MASK_MIN)
+            block[range(m1, k), range(m1, k)] = 0.0
+            offsets = torch.cat((tree.depth, m1 + self._rows[: k - m1]))
+            hit = self._templates[key] = (block, offsets)
+        return hit
 
     def commit(self, nodes: list[int]) -> int:
         """Commit the accepted tree rows ``nodes`` (root first); returns commit calls made."""
         c, n = self.committed, len(nodes)
+        if not self._cache and nodes[-1] == n - 1 and self._base == c:
+            # Rows 0..n-1 were verified in their own slots c..c+n-1 (position-overwrite, a
+            # chain or a first-branch path): already where they belong.
+            self.committed = c + n
+            return 0
         src = self._slots[torch.tensor(nodes, dtype=torch.long)]
         dst = c + self._rows[:n]
         if self._cache:

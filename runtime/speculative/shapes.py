@@ -34,6 +34,8 @@ class Expander(Protocol):
 
     #: Draft vocabulary id -> target vocabulary id, [Vd] long.
     target_ids: torch.Tensor
+    #: The same map for one id at a time (a list: no tensor op per drafted token).
+    target_id_of: Sequence[int]
     #: Target vocabulary size (the verifier's distributions are over it).
     vocab_size: int
     #: Model calls made so far.
@@ -147,13 +149,13 @@ class ChainShape(TreeShape):
         probs: list[torch.Tensor] = []
         logits = expander.root()
         for i in range(n):
-            if i:
-                logits = expander.expand([i - 1], [tokens[-1]])[0]
+            if i:  # [1, Vd]: argmax and reshape read it as the row it is
+                logits = expander.expand([i - 1], [tokens[-1]])
             if sampler.greedy:
-                tokens.append(int(expander.target_ids[int(logits.argmax())]))
+                tokens.append(expander.target_id_of[int(logits.argmax())])
                 continue
             q_draft = sampler.probs(logits.reshape(1, -1))
-            tokens.append(int(expander.target_ids[int(sampler.draw(q_draft)[0])]))
+            tokens.append(expander.target_id_of[int(sampler.draw(q_draft)[0])])
             probs.append(q_draft[0])
         q = None
         if probs:

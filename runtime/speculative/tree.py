@@ -50,6 +50,23 @@ class DraftTree:
     def max_depth(self) -> int:
         return int(self.ancestor_table.shape[0]) - 1
 
+    # Python views of the tree for the host loop (verifier, KV manager). ``build`` fills
+    # them from its arguments, so a step reads lists instead of syncing tensors.
+    @functools.cached_property
+    def token_list(self) -> list[int]:
+        """``tokens`` as ints (root first, padding included)."""
+        return self.tokens.tolist()
+
+    @functools.cached_property
+    def parent_list(self) -> tuple[int, ...]:
+        """Parents of rows 1..C as ints (the tree's structure, a hashable key)."""
+        return tuple(self.parents.tolist()[1:])
+
+    @functools.cached_property
+    def children(self) -> list[list[int]]:
+        """Valid children of every row, in row order (shared between trees: read only)."""
+        return _children(self.parent_list, tuple(self.valid.tolist()))
+
     @classmethod
     def build(cls, root: int, tokens: Sequence[int], parents: Sequence[int]) -> DraftTree:
         """From draft nodes 1..M given as ``tokens`` and ``parents`` (0 is the root).
@@ -59,8 +76,17 @@ class DraftTree:
         """
         if len(tokens) != len(parents):
             raise TreeError(f"{len(tokens)} draft tokens but {len(parents)} parents")
-        shape = _shape(tuple(int(p) for p in parents))
-        return cls(torch.tensor([int(root), *(int(t) for t in tokens)], dtype=torch.long), *shape)
+        structure = tuple(int(p) for p in parents)
+        token_list = [int(root), *(int(t) for t in tokens)]
+        tree = cls(torch.tensor(token_list, dtype=torch.long), *_shape(structure))
+        known = tree.__dict__  # the cached properties, from what was given
+        known["token_list"], known["parent_list"], known["size"] = (
+            token_list,
+            structure,
+            len(structure),
+        )
+        known["children"] = _children(structure, (True,) * (len(structure) + 1))
+        return tree
 
     @classmethod
     def chain(cls, root: int, tokens: Sequence[int]) -> DraftTree:
@@ -191,3 +217,12 @@ def _shape(parents: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
 
 def _fields(tree: DraftTree) -> tuple[torch.Tensor, ...]:
     return (tree.tokens, tree.parents, tree.depth, tree.valid, tree.ancestor_table, tree.mask)
+
+
+@functools.lru_cache(maxsize=512)
+def _children(parents: tuple[int, ...], valid: tuple[bool, ...]) -> list[list[int]]:
+    out: list[list[int]] = [[] for _ in range(len(parents) + 1)]
+    for i, p in enumerate(parents, start=1):
+        if valid[i]:
+            out[p].append(i)
+    return out

@@ -54,8 +54,8 @@ class Verifier:
 
     def _greedy(self, tree: DraftTree, logits: torch.Tensor) -> Verdict:
         best = logits.argmax(-1).tolist()  # the only host sync of a greedy step
-        tokens = tree.tokens.tolist()
-        children = _children(tree)
+        tokens = tree.token_list
+        children = tree.children
         node, nodes = 0, [0]
         while True:
             nxt = next((c for c in children[node] if tokens[c] == best[node]), None)
@@ -71,8 +71,8 @@ class Verifier:
         draft_probs: torch.Tensor | None,
         sampler: Sampler,
     ) -> Verdict:
-        tokens = tree.tokens.tolist()
-        children = _children(tree)
+        tokens = tree.token_list
+        children = tree.children
         node, nodes = 0, [0]
         while True:
             p = probs[node]
@@ -101,12 +101,3 @@ class Verifier:
         total = r.sum()
         # p == q leaves nothing (the draft was exact, so rejection had probability 0): keep p.
         return r / total if total > 0 else p
-
-
-def _children(tree: DraftTree) -> list[list[int]]:
-    out: list[list[int]] = [[] for _ in range(tree.capacity + 1)]
-    valid = tree.valid.tolist()
-    for i, p in enumerate(tree.parents.tolist()[1:], start=1):
-        if valid[i]:
-            out[p].append(i)
-    return out
