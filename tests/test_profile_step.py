@@ -1,0 +1,45 @@
+"""scripts/profile_step.py on a tiny pair: every stage's time is split into the program's
+calls and the host work around them, and the parts add up to what the runner measured."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from conftest import Artifacts
+
+
+def test_profile_step_splits_each_stage_into_calls_and_host_work(
+    artifacts: Artifacts, tmp_path: Path
+) -> None:
+    from profile_step import main
+
+    pair = artifacts.draft()
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(
+        "\n".join(json.dumps({"prompt_ids": [1 + i, 5, 9, 3 + i]}) for i in range(3)) + "\n"
+    )
+    out = tmp_path / "profile.json"
+    args = [
+        "--target", str(pair.target.pte), "--draft", str(pair.pte), "--trees", "chain3",
+        "--prompts", str(prompts), "--max-new-tokens", "12", "--repeats", "2",
+        "--json", str(out),
+    ]  # fmt: skip
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    row = json.loads(out.read_text())["shapes"]["chain3"]
+    assert row["tokens"] == 3 * 12 and row["steps"] >= 3 * 12 // 4
+    assert row["tpc"] == round(row["tokens"] / row["steps"], 4)
+    # One target call per step (a verify, or the one-row decode when the budget leaves no
+    # room to draft); a chain of 3 makes at most two draft steps per step.
+    calls = row["calls_per_step"]
+    target = ("target_verify", "target_decode")
+    assert sum(v for m, v in calls.items() if m.startswith(target)) == 1.0
+    assert 0 < calls.get("draft_step", 0) <= 2.0
+    prog, host = row["program_ms"], row["host_ms"]
+    assert prog["verify"] > 0 and prog["draft_step"] > 0 and prog["draft_extend"] > 0
+    parts = host["draft"] + host["tensorize"] + host["accept"] + host["commit"]
+    assert abs(host["total"] - parts) < 1e-3  # rounding of the parts only
+    assert host["tensorize"] > 0 and host["accept"] > 0
+    assert "chain3: host" in res.output
