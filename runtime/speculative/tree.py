@@ -79,13 +79,13 @@ class DraftTree:
         structure = tuple(int(p) for p in parents)
         token_list = [int(root), *(int(t) for t in tokens)]
         tree = cls(torch.tensor(token_list, dtype=torch.long), *_shape(structure))
-        known = tree.__dict__  # the cached properties, from what was given
-        known["token_list"], known["parent_list"], known["size"] = (
-            token_list,
-            structure,
-            len(structure),
+        # The cached properties, from what was given (every row of a built tree is valid).
+        tree.__dict__.update(
+            token_list=token_list,
+            parent_list=structure,
+            size=len(structure),
+            children=_children(structure, (True,) * (len(structure) + 1)),
         )
-        known["children"] = _children(structure, (True,) * (len(structure) + 1))
         return tree
 
     @classmethod
