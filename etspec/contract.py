@@ -300,6 +300,14 @@ STATIC_TREE_MAX_NODES = 15
 DEFAULT_RANK_ACCEPT = (0.7, 0.15, 0.06, 0.03)
 # ``--tree dynamic`` without --draft-topk: candidates kept per expanded node.
 DEFAULT_DYNAMIC_TOPK = 4
+# ``--tree auto`` (the dispatcher, runtime/speculative/dispatcher.py and its C++ twin):
+# acceptance decays with depth, so past this a longer chain only costs more (EAGLE's depth);
+AUTO_MAX_CHAIN = 7
+# the cost model's step time counts as this many measured steps of a shape;
+AUTO_TIME_PRIOR_STEPS = 4
+# and the costs are measured again at the first generation after this many steps (the first
+# measurement runs in a cold process).
+AUTO_REMEASURE_AFTER = 32
 # A tokenizer digest in messages: its first this-many hex digits.
 DIGEST_SHOWN = 12
 
@@ -677,6 +685,9 @@ def cpp_header() -> str:
         f"inline constexpr long kDefaultChainLength = {DEFAULT_CHAIN_LENGTH};",
         f"inline constexpr long kDefaultMaxNgram = {DEFAULT_MAX_NGRAM};",
         f"inline constexpr long kDefaultDynamicTopk = {DEFAULT_DYNAMIC_TOPK};",
+        f"inline constexpr long kAutoMaxChain = {AUTO_MAX_CHAIN};",
+        f"inline constexpr double kAutoTimePriorSteps = {AUTO_TIME_PRIOR_STEPS};",
+        f"inline constexpr long kAutoRemeasureAfter = {AUTO_REMEASURE_AFTER};",
         f"inline constexpr long kDefaultMaxNewTokens = {DEFAULT_MAX_NEW_TOKENS};",
         f"inline constexpr long kStaticTreeMaxNodes = {STATIC_TREE_MAX_NODES};",
         f"inline constexpr size_t kDigestShown = {DIGEST_SHOWN};",

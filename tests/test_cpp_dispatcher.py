@@ -70,7 +70,7 @@ def _scenario(seed: int, accept: float, widths: list[int], branching: bool) -> d
     [
         (0, 0.8, [4, 8, 16], True),
         (1, 0.5, [4, 8, 16], True),
-        (2, 0.9, [4, 8], False),
+        (2, 0.75, [4, 8], False),
         (3, 0.3, [8, 16, 72], True),
         (4, 0.7, [4], True),
     ],

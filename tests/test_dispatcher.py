@@ -3,17 +3,19 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from etspec.errors import EtspecError
 from etspec.runtime.speculative.costs import StepCosts
-from etspec.runtime.speculative.dispatcher import AutoTree, DepthAcceptance
+from etspec.runtime.speculative.dispatcher import REMEASURE_AFTER, AutoTree, DepthAcceptance
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.settings import TreeSettings, auto_candidates, parse_shape
-from etspec.runtime.speculative.shapes import ChainShape, StepOutcome
+from etspec.runtime.speculative.shapes import ChainShape, StepOutcome, TreeShape
 from etspec.runtime.speculative.static_tree import StaticTree
 
 WIDTHS = (4, 8, 16)
@@ -97,9 +99,11 @@ def test_auto_stays_within_5_percent_of_the_fastest_chain() -> None:
     total = sum(r.tokens for r in policy.records.values())
     seconds = sum(r.seconds for r in policy.records.values())
     assert total / seconds >= 0.95 * best
-    # Shapes clearly worse (chain5..7 here) are run a few times at most.
+    # Shapes clearly worse (chain4..7 here) are run in 2% of the steps at most: the longest
+    # one now and then, as the depths only it reaches keep an optimistic bound until
+    # measured (what keeps a shorter chain from locking itself in).
     clearly_worse = [n for n, r in true_rate.items() if r < 0.85 * best]
-    assert clearly_worse and all(used.get(n, 0) <= 10 for n in clearly_worse)
+    assert clearly_worse and sum(used.get(n, 0) for n in clearly_worse) <= 0.02 * 3000
 
 
 @pytest.mark.parametrize(("tree_accepts", "winner"), [(1, "chain3"), (2, "tree")])
@@ -171,3 +175,106 @@ def test_auto_candidates_follow_the_artifact() -> None:
         TreeSettings("bush").policy(meta, True)
     with pytest.raises(EtspecError, match="--num-spec-tokens"):
         TreeSettings("chain", num_spec_tokens=0).policy(meta, True)
+
+
+def test_depth_bounds_are_optimistic_where_unseen_and_tighten_with_counts() -> None:
+    acc = DepthAcceptance()
+    for _ in range(200):
+        acc.observe(height=3, accepted=1)  # depth 1 always accepted, depth 2 never
+    assert acc.upper(4, z=2.0) == 1.0  # never reached: could be anything
+    assert acc.upper(2, z=0.0) == pytest.approx(1 / 202)
+    assert acc.conditional(2) < acc.upper(2, z=2.0) < 0.03
+    # The chain bound multiplies the per-depth bounds: past depth 2 it is near the mean.
+    assert acc.expected_tokens(7, z=2.0) - acc.expected_tokens(7) < 0.1
+    few = DepthAcceptance()
+    few.observe(height=7, accepted=0)  # one early rejection at depth 1
+    # 1/3 + 3 * sqrt((1/3) * (2/3) / 3) > 1: one look decides nothing at z = 3.
+    assert few.expected_tokens(7, z=3.0) == pytest.approx(8.0)
+
+
+def test_auto_measures_costs_again_once_after_warm_up() -> None:
+    policy = AutoTree([ChainShape(3)], WIDTHS)
+    assert policy.needs_costs()
+    policy.use_costs(COSTS)
+    for _ in range(REMEASURE_AFTER):
+        assert not policy.needs_costs()
+        policy.observe(ChainShape(3), StepOutcome(3, 1, 9.0))  # 7.3 s of overhead
+    assert policy.needs_costs()
+    policy.use_costs(COSTS)
+    # The overhead was measured against the first table: it starts again from nothing.
+    assert policy.step_seconds(ChainShape(3)) == pytest.approx(
+        (REMEASURE_AFTER * 9.0 + 4 * 1.7) / (REMEASURE_AFTER + 4)
+    )
+    for _ in range(10 * REMEASURE_AFTER):
+        policy.observe(ChainShape(3), StepOutcome(3, 1, 1.7))
+        assert not policy.needs_costs()
+
+
+# Recorded on the bundled pair: the tokens each chain7 and N7 step accepted over 164
+# HumanEval prompts, and the per-call costs of the same run (its "about" says how).
+TRACE = json.loads((Path(__file__).parent / "data" / "dispatch_trace_bundled.json").read_text())
+TRACE_COSTS = StepCosts(
+    {int(w): s for w, s in TRACE["costs"]["verify_s"].items()},
+    TRACE["costs"]["draft_step_s"],
+    TRACE["costs"]["draft_extend_s"],
+    TRACE["costs"]["step_width"],
+)
+CHAIN7 = [int(a) for prompt in TRACE["accepted"]["chain7"] for a in prompt]
+N7 = [int(a) for prompt in TRACE["accepted"]["N7"] for a in prompt]
+
+
+def _replay_trace(
+    policy: AutoTree | TreeShape, chain7: list[int], seed: int, tokens: int = 12000
+) -> tuple[float, dict[str, int]]:
+    """Tokens/s of ``policy`` over the recorded acceptance (a chain of length L accepts
+    ``min(a, L)`` of chain7's ``a``; trees read N7's steps), each step timed by the recorded
+    costs plus host work, with +-10..30% noise and a 5x hiccup in 1% of steps."""
+    rng = random.Random(seed)
+    if isinstance(policy, AutoTree):
+        policy.use_costs(TRACE_COSTS)
+    chains = trees = emitted = 0
+    seconds, used = 0.0, {}
+    while emitted < tokens:
+        shape = policy.choose()
+        used[shape.name] = used.get(shape.name, 0) + 1
+        if isinstance(shape, ChainShape):
+            accepted = min(chain7[chains % len(chain7)], shape.length)
+            chains += 1
+        else:
+            accepted = N7[trees % len(N7)]
+            trees += 1
+        host = TRACE["host_s"]["chain" if isinstance(shape, ChainShape) else "tree"]
+        step = (TRACE_COSTS.predict(shape, WIDTHS) + host) * (1 + rng.uniform(-0.1, 0.3))
+        step *= 5 if rng.random() < 0.01 else 1
+        emitted += accepted + 1
+        seconds += step
+        policy.observe(shape, StepOutcome(shape.cost.max_height, accepted, step))
+    return emitted / seconds, used
+
+
+def _regret(shapes: Callable[[], list[TreeShape]], chain7: list[int], seed: int) -> float:
+    best = max(_replay_trace(s, chain7, seed)[0] for s in shapes())
+    return 1 - _replay_trace(AutoTree(shapes(), WIDTHS), chain7, seed)[0] / best
+
+
+@pytest.mark.parametrize("offset", [0, 1000, 2000, 3000])
+def test_auto_regret_on_the_recorded_trace_is_under_5_percent(offset: int) -> None:
+    def shapes() -> list[TreeShape]:
+        return [*(ChainShape(n) for n in range(2, 8)), StaticTree.pruned(7)]
+
+    chain7 = CHAIN7[offset:] + CHAIN7[:offset]
+    assert _regret(shapes, chain7, seed=offset) < 0.05
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_auto_recovers_from_an_unlucky_start(seed: int) -> None:
+    # 60 poorly accepted steps first (the dispatcher's first look at depths 3..7 is bad),
+    # then the recorded text. The dispatcher that bounded chains by one pooled standard
+    # error settled on chain3 here (10% regret at seed 2) and never looked deeper again.
+    rng = random.Random(5)
+    chain7 = [min(int(rng.expovariate(1.5)), 7) for _ in range(60)] + CHAIN7
+
+    def shapes() -> list[TreeShape]:
+        return [ChainShape(n) for n in range(2, 8)]
+
+    assert _regret(shapes, chain7, seed) < 0.03

@@ -7,12 +7,18 @@ shape that emits the most tokens per second on this artifact and this machine:
   ``target_verify`` at every compiled width and the draft runner's own calls (on scratch
   slots, which hold nothing between steps; ``costs.measure_costs``) and hands them over
   (``use_costs``), giving each candidate a predicted step time.
+- Costs are measured again at the first generation that starts after ``REMEASURE_AFTER``
+  steps: the first measurement runs in a cold process (the warm-up request), and a wrong
+  cost table would steer every later choice.
 - Acceptance is observed. Chains pool theirs by depth (``DepthAcceptance``): a step of any
   chain informs every chain length. Trees are judged on their own steps.
 - Each step runs the candidate with the highest upper confidence bound of tokens/s (step
   wall time measured with everything included): close competitors keep being sampled
   until the estimates tell them apart; a candidate whose optimistic bound (every draft
-  token accepted) is below what another surely achieves is never run at all.
+  token accepted) is below what another surely achieves is never run at all. A chain's
+  bound is built from one bound per depth, so depths that a shorter chain never reaches
+  stay optimistic until a longer chain measures them (a shorter chain cannot lock itself
+  in on an early, unlucky look at the deeper depths).
 """
 
 from __future__ import annotations
@@ -22,13 +28,15 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
-from etspec.contract import message
+from etspec.contract import AUTO_REMEASURE_AFTER, AUTO_TIME_PRIOR_STEPS, message
 from etspec.errors import EtspecError
 from etspec.runtime.speculative.costs import StepCosts
 from etspec.runtime.speculative.shapes import ChainShape, StepOutcome, TreePolicy, TreeShape
 
 # Weight, in steps, of the cost model's step time against measured ones (AutoTree).
-TIME_PRIOR_STEPS = 4
+TIME_PRIOR_STEPS = AUTO_TIME_PRIOR_STEPS
+# Steps after which the costs are measured once more, at the next generation's start.
+REMEASURE_AFTER = AUTO_REMEASURE_AFTER
 
 
 @dataclass
@@ -97,11 +105,20 @@ class DepthAcceptance:
             d -= 1
         return (self.accepted[d] + 1) / (self.reached[d] + 2)
 
-    def expected_tokens(self, length: int) -> float:
-        """Mean tokens a chain of ``length`` emits per step (accepted + the bonus)."""
+    def upper(self, depth: int, z: float) -> float:
+        """Upper confidence bound of ``conditional(depth)``: the Laplace estimate plus ``z``
+        standard errors of this depth's own count (no borrowing: an unseen depth is 1)."""
+        n = self.reached[depth - 1] if depth <= len(self.reached) else 0
+        a = self.accepted[depth - 1] if depth <= len(self.accepted) else 0
+        p = (a + 1) / (n + 2)
+        return min(1.0, p + z * math.sqrt(p * (1 - p) / (n + 2)))
+
+    def expected_tokens(self, length: int, z: float | None = None) -> float:
+        """Mean tokens a chain of ``length`` emits per step (accepted + the bonus); with
+        ``z``, its upper confidence bound (every depth at its ``upper``)."""
         total, p = 1.0, 1.0
         for d in range(1, length + 1):
-            p *= self.conditional(d)
+            p *= self.conditional(d) if z is None else self.upper(d, z)
             total += p
         return total
 
@@ -128,6 +145,7 @@ class AutoTree(TreePolicy):
     _total: int = 0  # steps observed
     _decided: int = 0  # ``_total`` when ``_current`` was chosen
     _current: TreeShape | None = None
+    _remeasured: bool = False
     # Recent measured-minus-predicted step seconds of chain (True) and tree (False) steps.
     _extra: dict[bool, deque[float]] = field(
         default_factory=lambda: {True: deque(maxlen=64), False: deque(maxlen=64)}
@@ -170,15 +188,20 @@ class AutoTree(TreePolicy):
         seconds = self.step_seconds(shape)
         return (shape.cost.max_height + 1) / seconds if seconds > 0 else math.inf
 
-    def _tokens(self, shape: TreeShape) -> tuple[float, float] | None:
-        """Mean tokens per step and its standard error (None: no data yet). Chains read
-        the pooled depth acceptance, so every chain step informs every chain length."""
+    def _tokens(self, shape: TreeShape, z: float = 0.0) -> tuple[float, float] | None:
+        """Mean tokens per step and its upper confidence bound at ``z`` (None: no data
+        yet). Chains read the pooled depth acceptance, so every chain step informs every
+        chain length, and bound it depth by depth."""
         if isinstance(shape, ChainShape):
             if not self.chain_steps.steps:
                 return None
-            return self.chains.expected_tokens(shape.length), self.chain_steps.stderr
+            chains = self.chains
+            return chains.expected_tokens(shape.length), chains.expected_tokens(shape.length, z)
         rec = self.records[shape.name]
-        return (rec.tokens / rec.steps, rec.stderr) if rec.steps else None
+        if not rec.steps:
+            return None
+        mean = rec.tokens / rec.steps
+        return mean, mean + z * rec.stderr
 
     def estimate(self, shape: TreeShape) -> float:
         """Expected tokens/s of ``shape`` (0 with no data)."""
@@ -186,21 +209,26 @@ class AutoTree(TreePolicy):
         return tokens[0] / seconds if tokens is not None and seconds > 0 else 0.0
 
     def upper_bound(self, shape: TreeShape) -> float:
-        tokens = self._tokens(shape)
+        # UCB1's widening z: an unlucky early estimate is retried eventually, not never.
+        z = math.sqrt(2 * math.log(max(self._total, 2)))
+        tokens = self._tokens(shape, z)
         # Optimistic in time too: a few slow steps (a cold cache, a scheduler hiccup) must
         # not condemn a shape that then never runs again to correct them.
         prior = self._predicted_seconds(shape)
         seconds = min(self._blend(shape, prior), prior or math.inf)
         if tokens is None or seconds <= 0 or seconds == math.inf:
             return self.optimistic_rate(shape)
-        # UCB1's widening z: an unlucky early estimate is retried eventually, not never.
-        z = math.sqrt(2 * math.log(max(self._total, 2)))
-        return min(tokens[0] + z * tokens[1], shape.cost.max_height + 1) / seconds
+        return min(tokens[1], shape.cost.max_height + 1) / seconds
 
     def needs_costs(self) -> bool:
-        return self.costs is None
+        return self.costs is None or (not self._remeasured and self._total >= REMEASURE_AFTER)
 
     def use_costs(self, costs: StepCosts) -> None:
+        if self.costs is not None:
+            # The second measurement: the overheads were measured against the first table.
+            self._remeasured = True
+            for extra in self._extra.values():
+                extra.clear()
         self.costs = costs
 
     def choose(self) -> TreeShape:

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from etspec.contract import (
+    AUTO_MAX_CHAIN,
     DEFAULT_CHAIN_LENGTH,
     DEFAULT_DYNAMIC_TOPK,
     STATIC_TREE_MAX_NODES,
@@ -22,7 +23,7 @@ from etspec.runtime.speculative.static_tree import StaticTree
 
 TREE_MODES = ("chain", "static", "dynamic", "auto")
 # Acceptance decays with depth: past 7 a longer chain only costs more (EAGLE's default depth).
-MAX_AUTO_CHAIN = 7
+MAX_AUTO_CHAIN = AUTO_MAX_CHAIN
 
 
 def parse_shape(name: str) -> TreeShape:

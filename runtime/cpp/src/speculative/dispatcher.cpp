@@ -10,10 +10,8 @@
 namespace etspec {
 namespace {
 
-// Weight, in steps, of the cost model's step time against measured ones.
-constexpr double kTimePriorSteps = 4;
-// Acceptance decays with depth: past 7 a longer chain only costs more (EAGLE's default).
-constexpr int64_t kMaxAutoChain = 7;
+constexpr double kTimePriorSteps = contract::kAutoTimePriorSteps;
+constexpr int64_t kMaxAutoChain = contract::kAutoMaxChain;
 constexpr size_t kExtraKept = 64;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -67,10 +65,17 @@ double DepthAcceptance::conditional(int64_t depth) const {
   return (accepted[d] + 1.0) / (reached[d] + 2.0);
 }
 
-double DepthAcceptance::expected_tokens(int64_t length) const {
+double DepthAcceptance::upper(int64_t depth, double z) const {
+  const bool seen = depth <= static_cast<int64_t>(reached.size());
+  const double n = seen ? reached[depth - 1] : 0, a = seen ? accepted[depth - 1] : 0;
+  const double p = (a + 1) / (n + 2);
+  return std::min(1.0, p + z * std::sqrt(p * (1 - p) / (n + 2)));
+}
+
+double DepthAcceptance::expected_tokens(int64_t length, std::optional<double> z) const {
   double total = 1.0, p = 1.0;
   for (int64_t d = 1; d <= length; ++d) {
-    p *= conditional(d);
+    p *= z ? upper(d, *z) : conditional(d);
     total += p;
   }
   return total;
@@ -117,15 +122,17 @@ double AutoTree::optimistic_rate(const TreeShape& shape) const {
   return seconds > 0 ? (shape.max_height + 1) / seconds : kInf;
 }
 
-std::optional<std::pair<double, double>> AutoTree::tokens(const TreeShape& shape) const {
+std::optional<std::pair<double, double>> AutoTree::tokens(const TreeShape& shape,
+                                                          double z) const {
   if (const ChainShape* chain = as_chain(shape)) {
     if (!chain_steps_.steps) return std::nullopt;
     return std::make_pair(chains_.expected_tokens(chain->length()),
-                          chain_steps_.standard_error());
+                          chains_.expected_tokens(chain->length(), z));
   }
   const StepRecord& rec = records_.at(shape.name);
   if (!rec.steps) return std::nullopt;
-  return std::make_pair(double(rec.tokens) / rec.steps, rec.standard_error());
+  const double mean = double(rec.tokens) / rec.steps;
+  return std::make_pair(mean, mean + z * rec.standard_error());
 }
 
 double AutoTree::estimate(const TreeShape& shape) const {
@@ -135,15 +142,28 @@ double AutoTree::estimate(const TreeShape& shape) const {
 }
 
 double AutoTree::upper_bound(const TreeShape& shape) const {
-  const auto t = tokens(shape);
+  // UCB1's widening z: an unlucky early estimate is retried eventually, not never.
+  const double z = std::sqrt(2 * std::log(double(std::max<int64_t>(total_, 2))));
+  const auto t = tokens(shape, z);
   // Optimistic in time too: a few slow steps must not condemn a shape that then never
   // runs again to correct them.
   const double prior = predicted_seconds(shape);
   const double seconds = std::min(blend(shape, prior), prior != 0.0 ? prior : kInf);
   if (!t || seconds <= 0 || seconds == kInf) return optimistic_rate(shape);
-  // UCB1's widening z: an unlucky early estimate is retried eventually, not never.
-  const double z = std::sqrt(2 * std::log(double(std::max<int64_t>(total_, 2))));
-  return std::min(t->first + z * t->second, double(shape.max_height + 1)) / seconds;
+  return std::min(t->second, double(shape.max_height + 1)) / seconds;
+}
+
+bool AutoTree::needs_costs() const {
+  return !costs_ || (!remeasured_ && total_ >= contract::kAutoRemeasureAfter);
+}
+
+void AutoTree::use_costs(const StepCosts& costs) {
+  if (costs_) {
+    // The second measurement: the overheads were measured against the first table.
+    remeasured_ = true;
+    for (auto& [chain, extra] : extra_) extra.clear();
+  }
+  costs_ = costs;
 }
 
 const TreeShape& AutoTree::choose() {

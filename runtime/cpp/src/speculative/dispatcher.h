@@ -1,10 +1,13 @@
 // runtime/speculative/dispatcher.py: the tree-budget dispatcher (--tree auto). It picks the
 // shape that emits the most tokens per second on this artifact and this machine:
 // - costs are measured before the first step (speculative/costs.h) and give each candidate
-//   a predicted step time;
+//   a predicted step time; they are measured again at the first generation after
+//   contract::kAutoRemeasureAfter steps (the first measurement runs in a cold process);
 // - acceptance is observed: chains pool theirs by depth (DepthAcceptance), so a step of any
 //   chain informs every chain length; trees are judged on their own steps;
-// - each step runs the candidate with the highest upper confidence bound of tokens/s.
+// - each step runs the candidate with the highest upper confidence bound of tokens/s; a
+//   chain's bound is built depth by depth, so depths a shorter chain never reaches stay
+//   optimistic until a longer chain measures them.
 // The same arithmetic as the Python class, in the same order: on the same recorded costs
 // and outcomes both choose the same shapes (tests/test_cpp_dispatcher.py).
 #pragma once
@@ -40,8 +43,12 @@ struct DepthAcceptance {
   // P(depth accepted | all shallower accepted), a Laplace prior; unseen depths borrow the
   // deepest seen one.
   double conditional(int64_t depth) const;
-  // Mean tokens a chain of `length` emits per step (accepted + the bonus).
-  double expected_tokens(int64_t length) const;
+  // Upper confidence bound of conditional(depth): the Laplace estimate plus z standard
+  // errors of this depth's own count (no borrowing: an unseen depth is 1).
+  double upper(int64_t depth, double z) const;
+  // Mean tokens a chain of `length` emits per step (accepted + the bonus); with z, its
+  // upper confidence bound (every depth at its upper()).
+  double expected_tokens(int64_t length, std::optional<double> z = std::nullopt) const;
 };
 
 class AutoTree : public TreePolicy {
@@ -50,8 +57,8 @@ class AutoTree : public TreePolicy {
   std::vector<const TreeShape*> candidates() const override;
   const TreeShape& choose() override;
   void observe(const TreeShape& shape, const StepOutcome& step) override;
-  bool needs_costs() const override { return !costs_; }
-  void use_costs(const StepCosts& costs) override { costs_ = costs; }
+  bool needs_costs() const override;
+  void use_costs(const StepCosts& costs) override;
 
   double estimate(const TreeShape& shape) const;     // expected tokens/s (0: no data)
   double upper_bound(const TreeShape& shape) const;  // the UCB choose() maximizes
@@ -62,7 +69,8 @@ class AutoTree : public TreePolicy {
   double blend(const TreeShape& shape, double prior) const;
   double step_seconds(const TreeShape& shape) const;
   double optimistic_rate(const TreeShape& shape) const;
-  std::optional<std::pair<double, double>> tokens(const TreeShape& shape) const;
+  // Mean tokens per step and its upper confidence bound at z (nullopt: no data yet).
+  std::optional<std::pair<double, double>> tokens(const TreeShape& shape, double z = 0) const;
 
   std::vector<std::unique_ptr<TreeShape>> shapes_;
   std::vector<int64_t> widths_;
@@ -72,6 +80,7 @@ class AutoTree : public TreePolicy {
   StepRecord chain_steps_;
   int64_t total_ = 0, decided_ = 0;
   const TreeShape* current_ = nullptr;
+  bool remeasured_ = false;
   // Recent measured-minus-predicted step seconds of chain (true) and tree (false) steps.
   std::map<bool, std::deque<double>> extra_{{true, {}}, {false, {}}};
 };
