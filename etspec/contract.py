@@ -203,6 +203,10 @@ MESSAGES = {
     "temperature": "temperature must be a finite number >= 0 (0 means greedy), got {value}",
     "top_k": "top-k must be an integer >= 0 (0 disables it), got {value}",
     "top_p": "top-p must be in (0, 1], got {value}",
+    "repetition_penalty": "repetition penalty must be a finite number > 0 (1 disables it), "
+    "got {value}",
+    "knob_needs_mode": "{option} shapes --tree {mode} only; add --tree {mode} or drop {option}",
+    "no_command": "no command given; one of {commands} (see `etspec --help`)",
     # Tree shapes and what the programs can hold of them.
     "chain_length": "--num-spec-tokens (chain length) must be at least 1, got {value}",
     "tree_too_wide": "tree {name} has up to {nodes} draft tokens and needs a verify width of "
@@ -298,6 +302,9 @@ STATIC_TREE_MAX_NODES = 15
 # Prior acceptance of a draft's rank-r candidate (r = 0, 1, ...; later ranks reuse the last),
 # which orders a pruned static tree's nodes best-first (Medusa/EAGLE-style sparse trees).
 DEFAULT_RANK_ACCEPT = (0.7, 0.15, 0.06, 0.03)
+# Temperatures below this are greedy (vLLM's _SAMPLING_EPS): logits divided by a smaller
+# one overflow float32 (5e-324 is 0 as a float), and the distribution is one-hot anyway.
+SAMPLING_EPS = 1e-5
 # ``--tree dynamic`` without --draft-topk: candidates kept per expanded node.
 DEFAULT_DYNAMIC_TOPK = 4
 # ``--tree auto`` (the dispatcher, runtime/speculative/dispatcher.py and its C++ twin):
@@ -308,6 +315,13 @@ AUTO_TIME_PRIOR_STEPS = 4
 # and the costs are measured again at the first generation after this many steps (the first
 # measurement runs in a cold process).
 AUTO_REMEASURE_AFTER = 32
+# A seeded sampling request prices the shapes with these fixed costs instead of timings, so
+# its choices (and with them its random stream) repeat on every run: a verify of w rows
+# costs BASE + PER_ROW * w, a draft call (a step or the extend) DRAFT_CALL, in units of
+# about one decode (the bundled pair's ratios on a 2-core x86 CPU).
+AUTO_SEEDED_VERIFY_BASE = 1.0
+AUTO_SEEDED_VERIFY_PER_ROW = 0.0625
+AUTO_SEEDED_DRAFT_CALL = 0.1
 # A tokenizer digest in messages: its first this-many hex digits.
 DIGEST_SHOWN = 12
 
@@ -686,8 +700,12 @@ def cpp_header() -> str:
         f"inline constexpr long kDefaultMaxNgram = {DEFAULT_MAX_NGRAM};",
         f"inline constexpr long kDefaultDynamicTopk = {DEFAULT_DYNAMIC_TOPK};",
         f"inline constexpr long kAutoMaxChain = {AUTO_MAX_CHAIN};",
+        f"inline constexpr double kSamplingEps = {SAMPLING_EPS!r};",
         f"inline constexpr double kAutoTimePriorSteps = {AUTO_TIME_PRIOR_STEPS};",
         f"inline constexpr long kAutoRemeasureAfter = {AUTO_REMEASURE_AFTER};",
+        f"inline constexpr double kAutoSeededVerifyBase = {AUTO_SEEDED_VERIFY_BASE!r};",
+        f"inline constexpr double kAutoSeededVerifyPerRow = {AUTO_SEEDED_VERIFY_PER_ROW!r};",
+        f"inline constexpr double kAutoSeededDraftCall = {AUTO_SEEDED_DRAFT_CALL!r};",
         f"inline constexpr long kDefaultMaxNewTokens = {DEFAULT_MAX_NEW_TOKENS};",
         f"inline constexpr long kStaticTreeMaxNodes = {STATIC_TREE_MAX_NODES};",
         f"inline constexpr size_t kDigestShown = {DIGEST_SHOWN};",

@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from etspec.contract import message
+from etspec.contract import SAMPLING_EPS, message
 from etspec.errors import EtspecError
 
 
@@ -25,7 +25,8 @@ class SamplingError(EtspecError):
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    """``temperature == 0`` is greedy (argmax); otherwise sample after top-k then top-p."""
+    """A temperature below ``SAMPLING_EPS`` (0 included) is greedy (argmax); otherwise
+    sample after top-k then top-p."""
 
     temperature: float = 0.0
     top_k: int = 0  # 0 keeps the whole vocabulary
@@ -44,7 +45,7 @@ class SamplingConfig:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0
+        return self.temperature < SAMPLING_EPS
 
 
 @runtime_checkable
@@ -67,6 +68,11 @@ class RepetitionPenalty:
 
     penalty: float
     replayable: bool = False
+
+    def __post_init__(self) -> None:
+        # 0 divides by zero, a negative one flips signs, NaN/inf poison every logit.
+        if not (math.isfinite(self.penalty) and self.penalty > 0):
+            raise SamplingError(message("repetition_penalty", value=self.penalty))
 
     def __call__(self, logits: torch.Tensor, history: Sequence[int]) -> torch.Tensor:
         if not history:

@@ -763,3 +763,35 @@ def test_llama_cpp_refusals_are_one_line(artifacts, tmp_path: Path, monkeypatch)
         "builds llama.cpp from source, several minutes)"
     )
     assert not (tmp_path / "b.json").exists()
+
+
+def test_chat_prompts_are_forty_distinct_questions_in_eight_categories() -> None:
+    from etspec.tools.chat_prompts import _QUESTIONS
+    from etspec.tools.prompts import load_prompts
+
+    prompts = load_prompts("chat")
+    assert [p.id for p in prompts] == [f"chat/{i}" for i in range(40)]
+    assert len({p.text for p in prompts}) == 40
+    assert all(p.text.startswith("Question: ") and p.text.endswith("\n\nAnswer:") for p in prompts)
+    assert len(_QUESTIONS) == 8 and all(len(q) == 5 for q in _QUESTIONS.values())
+
+
+def test_cli_bench_samples_with_top_p(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """--top-p reaches the sampler: a nucleus of one token is greedy, a full one is not."""
+    case = artifacts.target("mistral_tied")
+    prompts = _prompt_file(tmp_path / "p.jsonl", 3)
+
+    def ids(name: str, *extra: str) -> dict[str, list[list[int]]]:
+        out = tmp_path / f"{name}.json"
+        res = CliRunner().invoke(main, _bench_args(case.pte, prompts, out, *extra))
+        assert res.exit_code == 0, res.output
+        report = json.loads(out.read_text())
+        if extra:
+            assert report["manifest"]["settings"]["top_p"] == float(extra[-1])
+        return {k: [r["token_ids"] for r in v] for k, v in report["records"].items()}
+
+    greedy = ids("greedy")
+    nucleus_of_one = ids("one", "--temperature", "1.0", "--seed", "3", "--top-p", "1e-6")
+    full = ids("full", "--temperature", "1.0", "--seed", "3", "--top-p", "1.0")
+    assert nucleus_of_one == greedy
+    assert full[BASELINE] != greedy[BASELINE]

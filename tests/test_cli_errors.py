@@ -200,3 +200,35 @@ def test_tokenizer_travels_inside_the_target(artifacts) -> None:
     assert open_artifact(artifacts.target("qwen2_bias").pte).tokenizer_json() is None
     info = json.loads(run_cli("inspect", "--json", str(case.pte)).output)
     assert info["has_tokenizer"] is True
+
+
+@pytest.mark.parametrize("penalty", ["0", "-1.5", "nan", "inf"])
+def test_repetition_penalty_out_of_range_is_refused_before_loading(
+    tmp_path: Path, penalty: str
+) -> None:
+    # Not a .pte: had anything loaded first, the error would be about the file.
+    bogus = tmp_path / "t.pte"
+    bogus.write_bytes(b"not a program")
+    r = run_cli("generate", "--target", str(bogus), "--prompt-ids", "1,2",
+                "--repetition-penalty", penalty)  # fmt: skip
+    assert_one_line_error(r, "repetition penalty must be a finite number > 0", penalty)
+    from etspec.runtime.sampling import RepetitionPenalty, SamplingError
+
+    with pytest.raises(SamplingError, match="repetition penalty"):
+        RepetitionPenalty(float(penalty))
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["bench", "--target", "t.pte", "--num-prompts", "-1"], "--num-prompts"),
+        (["bench", "--target", "t.pte", "--num-prompts", "0"], "--num-prompts"),
+        (["validate", "--target", "t.pte", "--max-new-tokens", "0"], "--max-new-tokens"),
+        ([], "no command given; one of bench, "),
+    ],
+)
+def test_counts_below_one_and_a_bare_command_are_usage_errors(args: list[str], words: str) -> None:
+    r = run_cli(*args)
+    assert r.exit_code == 2, r.output
+    lines = r.output.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], lines

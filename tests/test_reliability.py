@@ -11,6 +11,7 @@ import hashlib
 import math
 import shutil
 import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -205,6 +206,12 @@ LOADS: list[tuple[str, dict[str, Any], str, list[str] | None, list[str] | None]]
     ("static tree wider than verify", dict(tree=TreeSettings("static", static_tree="N12")),
      "verify width of 13", ["--tree", "static", "--static-tree", "N12"],
      ["--tree", "static", "--static-tree", "N12"]),
+    ("full tree of trillions of nodes", dict(tree=TreeSettings("static", static_tree="D12xBF12")),
+     "has up to 9726655034460 draft tokens", ["--tree", "static", "--static-tree", "D12xBF12"],
+     ["--tree", "static", "--static-tree", "D12xBF12"]),
+    ("pruned tree of 10^8 nodes", dict(tree=TreeSettings("static", static_tree="N100000000")),
+     "verify width of 100000001", ["--tree", "static", "--static-tree", "N100000000"],
+     ["--tree", "static", "--static-tree", "N100000000"]),
     ("unknown KV strategy", dict(kv_strategy="paged"), "paged",
      ["--kv", "paged"], ["--kv", "paged"]),
     ("missing target", dict(target="{missing}"), "no such file",
@@ -445,3 +452,101 @@ def test_soak_200_requests_keep_memory_flat_and_outputs_fresh(artifacts, tmp_pat
     # Growth over the 180 steady requests stays under 1% of the resident set.
     growth = report["rss_slope_bytes_per_request"] * (report["requests"] - 20)
     assert growth < 0.01 * report["rss_after_warmup_bytes"], report
+
+
+def test_errors_quoting_user_input_stay_one_line(files, runner_bin: Path) -> None:  # type: ignore[no-untyped-def]
+    """A newline in the input is printed escaped, so the error is still one line (the CLI
+    in a real process, and the C++ runner)."""
+    args = ["--target", str(files["target"]), "--draft", str(files["draft"])]
+    cli = subprocess.run(
+        [sys.executable, "-m", "etspec", "generate", *args, "--prompt-ids", "1,x\ny"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert cli.returncode == 2 and "Traceback" not in cli.stderr  # a usage error
+    assert cli.stderr.splitlines()[-1].startswith("error: ") and "x\\ny" in cli.stderr
+    cpp = _cpp_error(runner_bin, *args, "--prompt-ids", "1,x\ny")
+    assert "x\\ny" in cpp
+
+
+def test_cpp_chain_longer_than_any_int_is_refused_with_its_width(files, runner_bin: Path) -> None:  # type: ignore[no-untyped-def]
+    big = str(2**63 - 1)
+    line = _cpp_error(runner_bin, "--target", str(files["target"]), "--draft",
+                      str(files["draft"]), "--tree", "chain", "--num-spec-tokens", big,
+                      "--prompt-ids", "1,2")  # fmt: skip
+    assert f"needs a verify width of {2**63};" in line and "-9223372036854775808" not in line
+
+
+def test_seeded_auto_sampling_repeats_in_python_and_cpp(files, runner_bin: Path) -> None:  # type: ignore[no-untyped-def]
+    """A seeded sampling request under --tree auto runs the same shapes (fixed costs, a
+    fresh dispatcher per request), so it gives the same ids on every run: 5 requests on one
+    runner (after an unseeded one that taught the shared dispatcher), 5 C++ processes."""
+    spec = RunnerSpec(files["target"], files["draft"], tree=TreeSettings("auto"))
+    _, runner = load_runners(spec)
+    assert runner is not None
+    runner.generate(PROMPT, 20, SamplingConfig(0.8), ignore_eos=True)
+    seeded = SamplingConfig(0.8, top_p=0.95, seed=7)
+    python = {tuple(runner.generate(PROMPT, 20, seeded, ignore_eos=True).token_ids)
+              for _ in range(5)}  # fmt: skip
+    assert len(python) == 1
+    args = [str(runner_bin), "--target", str(files["target"]), "--draft", str(files["draft"]),
+            "--tree", "auto", "--temperature", "0.8", "--top-p", "0.95", "--seed", "7",
+            "--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "20",
+            "--ignore-eos"]  # fmt: skip
+    cpp = {subprocess.run(args, capture_output=True, text=True, check=True).stdout
+           for _ in range(5)}  # fmt: skip
+    assert len(cpp) == 1 and cpp.pop().split()
+
+
+def test_seeded_auto_choices_ignore_measured_time() -> None:
+    from etspec.runtime.sampling import Sampler
+    from etspec.runtime.speculative.dispatcher import AutoTree, SeededAutoTree
+    from etspec.runtime.speculative.settings import auto_candidates
+    from etspec.runtime.speculative.shapes import StepOutcome
+
+    meta = type("M", (), {"verify_width": 16, "verify_widths": (4, 8, 16)})()
+    shared = AutoTree(auto_candidates(meta, True), meta.verify_widths)  # type: ignore[arg-type]
+    sampler = Sampler(SamplingConfig(0.7, seed=1))
+    runs = []
+    for scale in (1.0, 37.0):
+        policy = shared.for_request(sampler)
+        assert isinstance(policy, SeededAutoTree) and not policy.needs_costs()
+        chosen = []
+        for i in range(200):
+            shape = policy.choose()
+            chosen.append(shape.name)
+            accepted = min((i * 7) % 5, shape.cost.max_height)
+            policy.observe(shape, StepOutcome(shape.cost.max_height, accepted, scale * (i % 3)))
+        runs.append(chosen)
+    assert runs[0] == runs[1] and len(set(runs[0])) > 1
+    assert shared.for_request(Sampler(SamplingConfig(0.7))) is shared  # unseeded: shared
+    assert shared.for_request(Sampler(SamplingConfig())) is shared  # greedy: shared
+
+
+@pytest.mark.parametrize(
+    ("knob", "mode"),
+    [(["--static-tree", "N3"], "static"), (["--draft-topk", "2"], "dynamic"),
+     (["--total-tokens", "4"], "dynamic"), (["--num-steps", "2"], "dynamic")],
+)  # fmt: skip
+def test_tree_options_without_their_mode_are_refused(files, runner_bin: Path, knob, mode) -> None:  # type: ignore[no-untyped-def]
+    """--static-tree with --tree chain (or auto, the default) used to be ignored silently."""
+    args = ["--target", str(files["target"]), "--draft", str(files["draft"]),
+            "--prompt-ids", "1,2", *knob]  # fmt: skip
+    words = f"{knob[0]} shapes --tree {mode} only; add --tree {mode} or drop {knob[0]}"
+    res = _cli("generate", *args, "--tree", "chain")
+    assert res.exit_code == 2 and words in res.stderr, res.output
+    assert words in _cpp_error(runner_bin, *args)  # C++'s default --tree is auto
+
+
+def test_temperatures_below_the_sampling_eps_are_greedy(loaded, files, runner_bin: Path) -> None:  # type: ignore[no-untyped-def]
+    """As in vLLM: 5e-324 (0 as a float) used to emit one token over and over in C++ and
+    call the model broken in Python; now both give the greedy ids."""
+    for runner in loaded:
+        greedy = runner.generate(PROMPT, 12, ignore_eos=True).token_ids
+        tiny = runner.generate(PROMPT, 12, SamplingConfig(5e-324, seed=1), ignore_eos=True)
+        assert tiny.token_ids == greedy
+    args = [str(runner_bin), "--target", str(files["target"]), "--draft", str(files["draft"]),
+            "--tree", "chain", "--prompt-ids", ",".join(map(str, PROMPT)),
+            "--max-new-tokens", "12", "--ignore-eos"]  # fmt: skip
+    run = [subprocess.run([*args, *extra], capture_output=True, text=True, check=True).stdout
+           for extra in ([], ["--temperature", "5e-324", "--seed", "1"])]  # fmt: skip
+    assert run[0] == run[1] and run[0].split()

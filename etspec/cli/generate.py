@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from etspec.cli.app import main, no_weight_cache_option, option, user_errors, verbose_option
-from etspec.cli.runner_options import parse_ids, runner_options, runner_spec
+from etspec.cli.runner_options import check_tree_knobs, parse_ids, runner_options, runner_spec
 from etspec.contract import DEFAULT_MAX_NEW_TOKENS, message
 from etspec.errors import EtspecError
 
@@ -115,7 +115,9 @@ def generate(**kw: Any) -> None:
     processors = []
     if kw["repetition_penalty"] is not None:
         processors.append(RepetitionPenalty(kw["repetition_penalty"]))
-    base, speculative = load_runners(runner_spec(kw))
+    spec = runner_spec(kw)
+    check_tree_knobs(kw, {kw["tree_mode"]})
+    base, speculative = load_runners(spec)
     runner = speculative or base
     if kw["humaneval_task"] is not None:
         prompt: Any = _humaneval_prompt(kw["humaneval_task"])
@@ -200,7 +202,7 @@ def generate(**kw: Any) -> None:
     default=None,
     help="JSONL with 'prompt' or 'prompt_ids' per line (default: built-in set).",
 )
-@option("--max-new-tokens", default=32, show_default=True, type=int)
+@option("--max-new-tokens", default=32, show_default=True, type=click.IntRange(min=1))
 @click.option("--ignore-eos", is_flag=True, help="Do not stop at EOS.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON report at the end.")
 @user_errors
@@ -212,6 +214,7 @@ def validate(**kw: Any) -> None:
     from etspec.tools.validate import validate as run_validation
 
     spec = runner_spec(kw)
+    check_tree_knobs(kw, {kw["tree_mode"]})
     if not spec.speculative:
         raise EtspecError("validate compares speculative with target-only: give --draft")
     base, speculative = load_runners(spec)

@@ -9,7 +9,13 @@ from typing import Any
 import click
 
 from etspec.cli.app import F, no_weight_cache_option, option, verbose_option
-from etspec.contract import DEFAULT_CHAIN_LENGTH, DEFAULT_KV_STRATEGY, DTYPES, KV_STRATEGIES
+from etspec.contract import (
+    DEFAULT_CHAIN_LENGTH,
+    DEFAULT_KV_STRATEGY,
+    DTYPES,
+    KV_STRATEGIES,
+    message,
+)
 from etspec.errors import EtspecError
 from etspec.runtime.loading import RunnerSpec
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
@@ -175,6 +181,24 @@ def widths(value: str) -> tuple[int, ...]:
     if not widths or min(widths) < 1:
         raise click.BadParameter(f"verify widths must be positive, got {value!r}")
     return widths
+
+
+# Tree options and the one --tree mode each shapes: given with no such mode to run, they
+# would be ignored without a word.
+_KNOB_MODES = {
+    "static_tree": ("--static-tree", "static"),
+    "depth": ("--depth", "dynamic"),
+    "num_steps": ("--num-steps", "dynamic"),
+    "topk": ("--draft-topk", "dynamic"),
+    "total_tokens": ("--total-tokens", "dynamic"),
+}
+
+
+def check_tree_knobs(kw: dict[str, Any], modes: set[str]) -> None:
+    """Refuse a tree option given when no ``--tree`` mode in ``modes`` uses it."""
+    for key, (name, mode) in _KNOB_MODES.items():
+        if kw.get(key) is not None and mode not in modes:
+            raise click.UsageError(message("knob_needs_mode", option=name, mode=mode))
 
 
 def runner_spec(kw: dict[str, Any]) -> RunnerSpec:

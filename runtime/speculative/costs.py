@@ -14,7 +14,14 @@ from dataclasses import dataclass
 
 import torch
 
-from etspec.contract import MASK_MIN, TARGET_COMMIT, TargetMetadata
+from etspec.contract import (
+    AUTO_SEEDED_DRAFT_CALL,
+    AUTO_SEEDED_VERIFY_BASE,
+    AUTO_SEEDED_VERIFY_PER_ROW,
+    MASK_MIN,
+    TARGET_COMMIT,
+    TargetMetadata,
+)
 from etspec.runtime.masks import MaskLayout
 from etspec.runtime.program import Program
 from etspec.runtime.speculative.draft_runner import DraftCosts, SpeculativeDraftRunner
@@ -35,6 +42,17 @@ class StepCosts:
         width = next(w for w in widths if w >= cost.max_nodes + 1)
         calls = max(cost.levels, math.ceil(cost.fed_nodes / max(self.step_width, 1)))
         return self.verify_s[width] + calls * self.draft_step_s + self.draft_extend_s
+
+
+def fixed_costs(widths: tuple[int, ...]) -> StepCosts:
+    """The timing-free costs of a seeded sampling request under ``--tree auto``
+    (``contract.AUTO_SEEDED_*``): every level one draft call, whatever the step width."""
+    return StepCosts(
+        {w: AUTO_SEEDED_VERIFY_BASE + AUTO_SEEDED_VERIFY_PER_ROW * w for w in widths},
+        AUTO_SEEDED_DRAFT_CALL,
+        AUTO_SEEDED_DRAFT_CALL,
+        step_width=max(widths),
+    )
 
 
 @dataclass(frozen=True)

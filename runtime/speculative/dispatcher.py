@@ -26,11 +26,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from etspec.contract import AUTO_REMEASURE_AFTER, AUTO_TIME_PRIOR_STEPS, message
 from etspec.errors import EtspecError
-from etspec.runtime.speculative.costs import StepCosts
+from etspec.runtime.sampling import Sampler
+from etspec.runtime.speculative.costs import StepCosts, fixed_costs
 from etspec.runtime.speculative.shapes import ChainShape, StepOutcome, TreePolicy, TreeShape
 
 # Weight, in steps, of the cost model's step time against measured ones (AutoTree).
@@ -249,6 +250,11 @@ class AutoTree(TreePolicy):
             self.chains.observe(step.height, step.accepted)
             self.chain_steps.add(step.emitted, step.seconds)
 
+    def for_request(self, sampler: Sampler) -> TreePolicy:
+        if sampler.greedy or sampler.config.seed is None:
+            return self  # greedy output is the same whatever runs; unseeded need not repeat
+        return SeededAutoTree(self.shapes, self.widths, costs=fixed_costs(self.widths))
+
     def report(self) -> dict[str, dict[str, float]]:
         """Per candidate: steps run, measured and estimated tokens/s, predicted step
         seconds."""
@@ -262,3 +268,18 @@ class AutoTree(TreePolicy):
                 "predicted_step_s": self.costs.predict(s, self.widths) if self.costs else 0.0,
             }
         return out
+
+
+class SeededAutoTree(AutoTree):
+    """``--tree auto`` for one seeded sampling request: the same choice rule, priced by
+    fixed costs (``costs.fixed_costs``) and fed each step's predicted time instead of its
+    measured one. The shapes the request runs, and with them its random stream, then follow
+    from the seed, the prompt and the acceptance alone: the same ids on every run, in every
+    process. A fresh one serves each request (``AutoTree.for_request``)."""
+
+    def needs_costs(self) -> bool:
+        return False
+
+    def observe(self, shape: TreeShape, step: StepOutcome) -> None:
+        assert self.costs is not None
+        super().observe(shape, replace(step, seconds=self.costs.predict(shape, self.widths)))

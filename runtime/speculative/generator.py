@@ -80,7 +80,8 @@ class SpeculativeTokenGenerator:
         }
 
     def generate(self, ctx: GenerationContext, sink: TokenSink) -> None:
-        stats, sampler, draft, policy = ctx.stats, ctx.sampler, self.draft, self.policy
+        stats, sampler, draft = ctx.stats, ctx.sampler, self.draft
+        policy = self.policy.for_request(sampler)
         needs_hidden = draft.hidden_spec is not None
         with stats.stage("draft"):
             stats.draft_calls += draft.prefill(

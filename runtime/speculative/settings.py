@@ -87,7 +87,7 @@ class TreeSettings:
             if self.static_tree is None:
                 nodes = min(target.verify_width - 1, STATIC_TREE_MAX_NODES)
                 return StaticTree.pruned(max(1, nodes))
-            return StaticTree.parse(self.static_tree)
+            return StaticTree.parse(self.static_tree, target.verify_width)
         if self.mode == "dynamic":
             base = default_dynamic(target.verify_width)
             return DynamicTree(

@@ -88,6 +88,11 @@ class TreePolicy(ABC):
     def observe(self, shape: TreeShape, step: StepOutcome) -> None:  # noqa: B027
         """Feedback after a step of ``shape``."""
 
+    def for_request(self, sampler: Sampler) -> TreePolicy:
+        """The policy one request runs under: this one, except where a request must not
+        depend on what earlier requests taught it (``dispatcher.SeededAutoTree``)."""
+        return self
+
     def needs_costs(self) -> bool:
         """Whether the generator should measure the step costs (``costs.measure_costs``)
         and hand them over (``use_costs``) before the next step; a fixed shape never does."""

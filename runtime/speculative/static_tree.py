@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import re
 from collections.abc import Iterable, Sequence
 
@@ -27,25 +28,57 @@ from etspec.runtime.speculative.shapes import Expander, ShapeCost, TreeShape, to
 Path = tuple[int, ...]
 
 
+def _path(choice: object) -> Path:
+    """One rank path; ranks are plain integers >= 0 (not 0.5, "0", true or 1e400)."""
+    if (
+        not isinstance(choice, (list, tuple))
+        or not choice
+        or not all(type(r) is int and r >= 0 for r in choice)
+    ):
+        raise EtspecError(message("tree_choice_ranks", path=choice))
+    return tuple(choice)
+
+
+def check_size(name: str, nodes: int, width: int | None) -> None:
+    """Refuse a tree of ``nodes`` draft tokens that a ``width``-row verify cannot hold, from
+    its description and before it is built (``D12xBF12`` would be 9 trillion paths)."""
+    if width is not None and nodes + 1 > width:
+        raise EtspecError(
+            message("tree_too_wide", name=name, nodes=nodes, need=nodes + 1, width=width)
+        )
+
+
 class StaticTree(TreeShape):
     def __init__(self, choices: Iterable[Sequence[int]], name: str | None = None) -> None:
-        paths = sorted({tuple(int(r) for r in c) for c in choices}, key=lambda p: (len(p), p))
+        paths = sorted({_path(c) for c in choices}, key=lambda p: (len(p), p))
         if not paths:
             raise EtspecError(message("static_tree_empty"))
         present = set(paths)
         for p in paths:
-            if not p or min(p) < 0:
-                raise EtspecError(message("tree_choice_ranks", path=list(p)))
             if len(p) > 1 and p[:-1] not in present:
                 raise EtspecError(message("tree_choice_parent", path=list(p), parent=list(p[:-1])))
         self.choices: list[Path] = paths
         self.name = name or f"static{len(paths)}"
 
     @classmethod
-    def full(cls, depth: int, branching: int) -> StaticTree:
-        """Every path of at most ``depth`` ranks below ``branching``."""
+    def full(cls, depth: int, branching: int, width: int | None = None) -> StaticTree:
+        """Every path of at most ``depth`` ranks below ``branching`` (refused before it is
+        built when a ``width``-row verify cannot hold it)."""
         if depth < 1 or branching < 1:
             raise EtspecError(message("full_tree"))
+        if width is not None:
+            name = f"D{depth}xBF{branching}"
+            if branching > 1 and depth * math.log2(branching) > 64:  # past any verify width
+                raise EtspecError(
+                    message("tree_too_wide", name=name, nodes=f"over 2^{depth}",
+                            need=f"over 2^{depth}", width=width)
+                )  # fmt: skip
+            nodes = (
+                depth
+                if branching == 1
+                else (branching ** (depth + 1) - branching) // (branching - 1)
+            )
+            check_size(name, nodes, width)
         level: list[Path] = [()]
         paths: list[Path] = []
         for _ in range(depth):
@@ -59,11 +92,13 @@ class StaticTree(TreeShape):
         nodes: int,
         rank_accept: Sequence[float] = DEFAULT_RANK_ACCEPT,
         max_depth: int | None = None,
+        width: int | None = None,
     ) -> StaticTree:
         """The ``nodes`` paths of highest prior acceptance (product of per-rank priors),
         found best-first so the result is closed under parents."""
         if nodes < 1:
             raise EtspecError(message("pruned_tree", nodes=nodes))
+        check_size(f"N{nodes}", nodes, width)
         if not rank_accept or not all(0 < a <= 1 for a in rank_accept):
             raise EtspecError("rank acceptance priors must be in (0, 1]")
         frontier: list[tuple[float, int, Path]] = [(-rank_accept[0], 1, (0,))]
@@ -81,22 +116,24 @@ class StaticTree(TreeShape):
         return cls(paths, f"N{len(paths)}")
 
     @classmethod
-    def parse(cls, spec: str) -> StaticTree:
-        """``D3xBF2``, ``N8`` or a JSON choice list (see the module docstring)."""
+    def parse(cls, spec: str, width: int | None = None) -> StaticTree:
+        """``D3xBF2``, ``N8`` or a JSON choice list (see the module docstring); with
+        ``width``, one a ``width``-row verify cannot hold is refused before it is built."""
         text = spec.strip()
         full = re.fullmatch(r"[dD](\d+)\s*[xX-]?\s*[bB][fF](\d+)", text)
         if full:
-            return cls.full(int(full.group(1)), int(full.group(2)))
+            return cls.full(int(full.group(1)), int(full.group(2)), width)
         pruned = re.fullmatch(r"[nN](\d+)", text)
         if pruned:
-            return cls.pruned(int(pruned.group(1)))
+            return cls.pruned(int(pruned.group(1)), width=width)
         try:
             choices = json.loads(text)
-            if not isinstance(choices, list):
-                raise ValueError
-            return cls(choices)
-        except (ValueError, TypeError):
+        except (ValueError, RecursionError):  # RecursionError: JSON nested past the stack
             raise EtspecError(message("static_tree_unreadable", spec=spec)) from None
+        if not isinstance(choices, list):
+            raise EtspecError(message("static_tree_unreadable", spec=spec))
+        check_size(f"static{len(choices)}", len(choices), width)
+        return cls(choices)
 
     @property
     def cost(self) -> ShapeCost:

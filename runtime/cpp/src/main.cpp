@@ -266,6 +266,14 @@ int run(int argc, char** argv) {
   if (auto steps = optional_int(opt, "--num-steps")) load.tree.depth = *steps - 1;
   load.tree.topk = optional_int(opt, "--draft-topk");
   load.tree.total_tokens = optional_int(opt, "--total-tokens");
+  // A tree option given with no --tree mode that uses it would be ignored without a word.
+  for (const auto& [name, mode] : std::vector<std::pair<std::string, std::string>>{
+           {"--static-tree", "static"}, {"--depth", "dynamic"}, {"--num-steps", "dynamic"},
+           {"--draft-topk", "dynamic"}, {"--total-tokens", "dynamic"}}) {
+    if (opt.count(name) && load.tree.mode != mode) {
+      throw UsageError(etspec::message("knob_needs_mode", {{"option", name}, {"mode", mode}}));
+    }
+  }
   if (opt.count("--kv")) load.kv_strategy = opt["--kv"];
   load.check(opt.count("--draft") > 0);
   auto& sampling = config.sampling;
@@ -331,17 +339,28 @@ void report(const etspec::Result& result, bool json) {
 
 }  // namespace
 
+// A message quoting user input (a newline in --prompt-ids, say) still prints as one line.
+static std::string one_line(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else out += c;
+  }
+  return out;
+}
+
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const UsageError& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "error: " << one_line(e.what()) << "\n";
     return 2;
   } catch (const etspec::Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "error: " << one_line(e.what()) << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "error: " << one_line(e.what()) << "\n";
     return 1;
   }
 }

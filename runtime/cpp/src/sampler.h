@@ -8,23 +8,26 @@
 #include <random>
 #include <vector>
 
+#include "etspec_contract.h"
+
 namespace etspec {
 
 struct SamplingConfig {
-  double temperature = 0.0;  // 0 is greedy
+  double temperature = 0.0;  // 0 (below contract::kSamplingEps) is greedy
   int64_t top_k = 0;         // 0 keeps the whole vocabulary
   double top_p = 1.0;
   uint64_t seed = 0;
   bool seeded = false;
   // Throws Error with the Python runtime's message for a setting out of range.
   void check() const;
-  bool greedy() const { return temperature == 0.0; }
+  bool greedy() const { return temperature < contract::kSamplingEps; }
 };
 
 class Sampler {
  public:
   explicit Sampler(const SamplingConfig& config);
   bool greedy() const { return config_.greedy(); }
+  bool seeded() const { return config_.seeded; }
   // Probabilities of n logits after temperature, top-k and top-p.
   std::vector<float> probs(const float* logits, int64_t n) const;
   // probs of target logits, refusing a row nothing can be drawn from (NaN, or no finite

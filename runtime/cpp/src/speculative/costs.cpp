@@ -76,4 +76,14 @@ StepCosts measure_costs(TargetProgram& target, SpeculativeDraftRunner* draft,
   return costs;
 }
 
+StepCosts fixed_costs(const std::vector<int64_t>& widths) {
+  StepCosts costs;
+  for (int64_t w : widths) {
+    costs.verify_s[w] = contract::kAutoSeededVerifyBase + contract::kAutoSeededVerifyPerRow * w;
+  }
+  costs.draft_step_s = costs.draft_extend_s = contract::kAutoSeededDraftCall;
+  costs.step_width = *std::max_element(widths.begin(), widths.end());
+  return costs;
+}
+
 }  // namespace etspec

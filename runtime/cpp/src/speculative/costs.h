@@ -49,6 +49,10 @@ struct CostProbe {
   Inputs scratch_inputs(int64_t width, const MaskLayout& layout) const;
 };
 
+// The timing-free costs of a seeded sampling request under --tree auto
+// (contract::kAutoSeeded*): every level one draft call, whatever the step width.
+StepCosts fixed_costs(const std::vector<int64_t>& widths);
+
 // Median wall time of each verify width and of the draft runner's own calls.
 StepCosts measure_costs(TargetProgram& target, SpeculativeDraftRunner* draft,
                         const CostProbe& probe = {});

@@ -82,15 +82,35 @@ double DepthAcceptance::expected_tokens(int64_t length, std::optional<double> z)
 }
 
 AutoTree::AutoTree(std::vector<std::unique_ptr<TreeShape>> shapes, std::vector<int64_t> widths)
-    : shapes_(std::move(shapes)), widths_(std::move(widths)) {
+    : widths_(std::move(widths)), owned_(std::move(shapes)) {
+  for (const auto& s : owned_) shapes_.push_back(s.get());
   if (shapes_.empty()) throw Error(message("auto_no_candidates", {}));
-  for (const auto& s : shapes_) records_[s->name] = StepRecord{};
+  for (const TreeShape* s : shapes_) records_[s->name] = StepRecord{};
 }
 
-std::vector<const TreeShape*> AutoTree::candidates() const {
-  std::vector<const TreeShape*> out;
-  for (const auto& s : shapes_) out.push_back(s.get());
-  return out;
+AutoTree::AutoTree(std::vector<const TreeShape*> shapes, std::vector<int64_t> widths)
+    : widths_(std::move(widths)), shapes_(std::move(shapes)) {
+  if (shapes_.empty()) throw Error(message("auto_no_candidates", {}));
+  for (const TreeShape* s : shapes_) records_[s->name] = StepRecord{};
+}
+
+std::vector<const TreeShape*> AutoTree::candidates() const { return shapes_; }
+
+std::unique_ptr<TreePolicy> AutoTree::for_request(const Sampler& sampler) const {
+  // Greedy output is the same whatever runs; an unseeded request need not repeat.
+  if (sampler.greedy() || !sampler.seeded()) return nullptr;
+  return std::make_unique<SeededAutoTree>(shapes_, widths_);
+}
+
+SeededAutoTree::SeededAutoTree(std::vector<const TreeShape*> shapes, std::vector<int64_t> widths)
+    : AutoTree(std::move(shapes), std::move(widths)) {
+  costs_ = fixed_costs(widths_);
+}
+
+void SeededAutoTree::observe(const TreeShape& shape, const StepOutcome& step) {
+  StepOutcome predicted = step;
+  predicted.seconds = costs_->predict(shape, widths_);
+  AutoTree::observe(shape, predicted);
 }
 
 double AutoTree::overhead(const TreeShape& shape) const {
@@ -171,10 +191,10 @@ const TreeShape& AutoTree::choose() {
   if (!current_ || total_ < 64 || total_ - decided_ >= 8) {
     const TreeShape* best = nullptr;
     double best_bound = 0;
-    for (const auto& s : shapes_) {  // the first maximum, as Python's max()
+    for (const TreeShape* s : shapes_) {  // the first maximum, as Python's max()
       const double b = upper_bound(*s);
       if (!best || b > best_bound) {
-        best = s.get();
+        best = s;
         best_bound = b;
       }
     }

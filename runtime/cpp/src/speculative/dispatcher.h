@@ -54,14 +54,22 @@ struct DepthAcceptance {
 class AutoTree : public TreePolicy {
  public:
   AutoTree(std::vector<std::unique_ptr<TreeShape>> shapes, std::vector<int64_t> widths);
+  // Over shapes another policy owns (which outlives this one).
+  AutoTree(std::vector<const TreeShape*> shapes, std::vector<int64_t> widths);
   std::vector<const TreeShape*> candidates() const override;
   const TreeShape& choose() override;
   void observe(const TreeShape& shape, const StepOutcome& step) override;
   bool needs_costs() const override;
   void use_costs(const StepCosts& costs) override;
+  // A SeededAutoTree over the same shapes for a seeded sampling request, else nullptr.
+  std::unique_ptr<TreePolicy> for_request(const Sampler& sampler) const override;
 
   double estimate(const TreeShape& shape) const;     // expected tokens/s (0: no data)
   double upper_bound(const TreeShape& shape) const;  // the UCB choose() maximizes
+
+ protected:
+  std::optional<StepCosts> costs_;
+  std::vector<int64_t> widths_;
 
  private:
   double overhead(const TreeShape& shape) const;
@@ -72,9 +80,8 @@ class AutoTree : public TreePolicy {
   // Mean tokens per step and its upper confidence bound at z (nullopt: no data yet).
   std::optional<std::pair<double, double>> tokens(const TreeShape& shape, double z = 0) const;
 
-  std::vector<std::unique_ptr<TreeShape>> shapes_;
-  std::vector<int64_t> widths_;
-  std::optional<StepCosts> costs_;
+  std::vector<std::unique_ptr<TreeShape>> owned_;
+  std::vector<const TreeShape*> shapes_;
   std::map<std::string, StepRecord> records_;
   DepthAcceptance chains_;
   StepRecord chain_steps_;
@@ -83,6 +90,18 @@ class AutoTree : public TreePolicy {
   bool remeasured_ = false;
   // Recent measured-minus-predicted step seconds of chain (true) and tree (false) steps.
   std::map<bool, std::deque<double>> extra_{{true, {}}, {false, {}}};
+};
+
+// --tree auto for one seeded sampling request: the same choice rule, priced by fixed costs
+// (costs.h fixed_costs) and fed each step's predicted time instead of its measured one, so
+// the shapes the request runs, and with them its random stream, follow from the seed, the
+// prompt and the acceptance alone: the same ids on every run. A fresh one serves each
+// request (AutoTree::for_request).
+class SeededAutoTree : public AutoTree {
+ public:
+  SeededAutoTree(std::vector<const TreeShape*> shapes, std::vector<int64_t> widths);
+  bool needs_costs() const override { return false; }
+  void observe(const TreeShape& shape, const StepOutcome& step) override;
 };
 
 // --tree auto's candidates (settings.auto_candidates): chains of 2..7 that fit and, for

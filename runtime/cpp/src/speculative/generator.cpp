@@ -9,10 +9,11 @@
 namespace etspec {
 
 void check_shape_fits(const TreeShape& shape, const TargetMetadata& target) {
-  if (shape.max_nodes + 1 > target.verify_width) {
+  if (shape.max_nodes >= target.verify_width) {  // not max_nodes + 1 >: INT64_MAX overflows
+    const uint64_t need = static_cast<uint64_t>(shape.max_nodes) + 1;
     throw Error(message("tree_too_wide", {{"name", shape.name},
                                           {"nodes", std::to_string(shape.max_nodes)},
-                                          {"need", std::to_string(shape.max_nodes + 1)},
+                                          {"need", std::to_string(need)},
                                           {"width", std::to_string(target.verify_width)}}));
   }
 }
@@ -40,13 +41,15 @@ void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
     StageTimer timer(stats, contract::kStageDraft);
     stats.draft_calls += draft_->prefill(ctx.prompt, ctx.first_token, ctx.prefill.hidden);
   }
-  if (policy_->needs_costs()) {  // --tree auto's cost model: timed once, before any step
-    policy_->use_costs(measure_costs(ctx.target, draft_.get()));
+  const std::unique_ptr<TreePolicy> own = policy_->for_request(ctx.sampler);
+  TreePolicy& policy = own ? *own : *policy_;
+  if (policy.needs_costs()) {  // --tree auto's cost model, before the steps
+    policy.use_costs(measure_costs(ctx.target, draft_.get()));
   }
   SpecKVCacheManager kv(meta, kv_strategy_, ctx.prompt.size());
   int64_t root = ctx.first_token;
   while (sink.remaining() > 0) {
-    const TreeShape& shape = policy_->choose();
+    const TreeShape& shape = policy.choose();
     const auto t0 = std::chrono::steady_clock::now();
     // Never draft past the budget: a step emits its accepted path + one token.
     const int64_t height = sink.remaining() - 1;
@@ -98,7 +101,7 @@ void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
       }
       stats.draft_calls += draft_->accept(acceptance);
     }
-    policy_->observe(shape, {tree.max_depth, verdict.accepted(), seconds_since(t0)});
+    policy.observe(shape, {tree.max_depth, verdict.accepted(), seconds_since(t0)});
     root = verdict.next_token;
   }
 }

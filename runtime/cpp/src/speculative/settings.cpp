@@ -23,7 +23,7 @@ std::unique_ptr<TreePolicy> TreeSettings::policy(const TargetMetadata& target,
   }
   if (mode == "chain") return std::make_unique<ChainShape>(num_spec_tokens);
   if (mode == "static") {
-    if (static_tree) return std::make_unique<StaticTree>(StaticTree::parse(*static_tree));
+    if (static_tree) return std::make_unique<StaticTree>(StaticTree::parse(*static_tree, width));
     // The best-first pruned tree filling the widest verify (at most STATIC_TREE_MAX_NODES).
     const int64_t nodes = std::min<int64_t>(width - 1, contract::kStaticTreeMaxNodes);
     return std::make_unique<StaticTree>(StaticTree::pruned(std::max<int64_t>(1, nodes)));

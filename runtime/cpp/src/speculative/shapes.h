@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,11 @@ class TreePolicy {
   // them over before the next step; a fixed shape never does.
   virtual bool needs_costs() const { return false; }
   virtual void use_costs(const StepCosts& costs) {}
+  // The policy one request runs under; nullptr: this one (a request must not depend on
+  // what earlier requests taught it only where dispatcher.h's SeededAutoTree says).
+  virtual std::unique_ptr<TreePolicy> for_request(const Sampler& sampler) const {
+    return nullptr;
+  }
 };
 
 // A fixed shape; as a policy it always picks itself.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -71,6 +72,21 @@ std::vector<Path> parse_choices(const std::string& text) {
   return out;
 }
 
+// tree_too_wide for a tree described as `name` with `nodes` draft tokens (a number, or
+// "over 2^N" past any integer), when a `width`-row verify cannot hold it.
+[[noreturn]] void too_wide(const std::string& name, const std::string& nodes,
+                           const std::string& need, int64_t width) {
+  throw Error(message("tree_too_wide", {{"name", name}, {"nodes", nodes}, {"need", need},
+                                        {"width", std::to_string(width)}}));
+}
+
+void check_size(const std::string& name, int64_t nodes, std::optional<int64_t> width) {
+  if (width && nodes >= *width) {
+    too_wide(name, std::to_string(nodes), std::to_string(static_cast<uint64_t>(nodes) + 1),
+             *width);
+  }
+}
+
 std::string path_text(const Path& p) {
   std::string s = "[";
   for (size_t i = 0; i < p.size(); ++i) s += (i ? ", " : "") + std::to_string(p[i]);
@@ -106,8 +122,26 @@ StaticTree::StaticTree(std::vector<Path> paths, std::string tree_name) {
   levels = max_height - 1;
 }
 
-StaticTree StaticTree::full(int64_t depth, int64_t branching) {
+StaticTree StaticTree::full(int64_t depth, int64_t branching, std::optional<int64_t> width) {
   if (depth < 1 || branching < 1) throw Error(message("full_tree", {}));
+  const std::string name = "D" + std::to_string(depth) + "xBF" + std::to_string(branching);
+  if (width) {
+    if (branching > 1 && depth * std::log2(double(branching)) > 64) {  // past any width
+      const std::string over = "over 2^" + std::to_string(depth);
+      too_wide(name, over, over, *width);
+    }
+    // branching + ... + branching^depth, below 2^65 here: exact in 128 bits.
+    __int128 nodes = 0, level = 1;
+    for (int64_t d = 0; d < depth; ++d) nodes += (level *= branching);
+    if (nodes >= *width) {
+      auto text = [](__int128 v) {
+        std::string s;
+        do s.insert(s.begin(), char('0' + int(v % 10))); while ((v /= 10) > 0);
+        return s;
+      };
+      too_wide(name, text(nodes), text(nodes + 1), *width);
+    }
+  }
   std::vector<Path> level{{}}, paths;
   for (int64_t d = 0; d < depth; ++d) {
     std::vector<Path> next;
@@ -121,13 +155,14 @@ StaticTree StaticTree::full(int64_t depth, int64_t branching) {
     paths.insert(paths.end(), next.begin(), next.end());
     level = std::move(next);
   }
-  return StaticTree(paths, "D" + std::to_string(depth) + "xBF" + std::to_string(branching));
+  return StaticTree(paths, name);
 }
 
-StaticTree StaticTree::pruned(int64_t nodes) {
+StaticTree StaticTree::pruned(int64_t nodes, std::optional<int64_t> width) {
   if (nodes < 1) {
     throw Error(message("pruned_tree", {{"nodes", std::to_string(nodes)}}));
   }
+  check_size("N" + std::to_string(nodes), nodes, width);
   // Best-first by prior (heapq order of the Python runtime: probability, depth, path).
   using Entry = std::tuple<double, int64_t, Path>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> frontier;
@@ -151,19 +186,22 @@ StaticTree StaticTree::pruned(int64_t nodes) {
   return StaticTree(paths, "N" + std::to_string(paths.size()));
 }
 
-StaticTree StaticTree::parse(const std::string& spec) {
+StaticTree StaticTree::parse(const std::string& spec, std::optional<int64_t> width) {
   std::smatch m;
   const std::regex full_re(R"(\s*[dD](\d+)\s*[xX-]?\s*[bB][fF](\d+)\s*)");
   const std::regex pruned_re(R"(\s*[nN](\d+)\s*)");
-  if (std::regex_match(spec, m, full_re)) return full(std::stoll(m[1]), std::stoll(m[2]));
-  if (std::regex_match(spec, m, pruned_re)) return pruned(std::stoll(m[1]));
+  std::vector<Path> choices;
   try {
-    return StaticTree(parse_choices(spec), "");
+    if (std::regex_match(spec, m, full_re)) return full(std::stoll(m[1]), std::stoll(m[2]), width);
+    if (std::regex_match(spec, m, pruned_re)) return pruned(std::stoll(m[1]), width);
+    choices = parse_choices(spec);
   } catch (const Error&) {
     throw;
-  } catch (const std::exception&) {
+  } catch (const std::exception&) {  // bad JSON, or a number past int64 (std::out_of_range)
     throw Error(message("static_tree_unreadable", {{"spec", spec}}));
   }
+  check_size("static" + std::to_string(choices.size()), choices.size(), width);
+  return StaticTree(choices, "");
 }
 
 Proposal StaticTree::grow(Expander& expansion, int64_t max_height, Sampler&) const {
