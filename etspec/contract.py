@@ -305,6 +305,15 @@ DEFAULT_RANK_ACCEPT = (0.7, 0.15, 0.06, 0.03)
 # Temperatures below this are greedy (vLLM's _SAMPLING_EPS): logits divided by a smaller
 # one overflow float32 (5e-324 is 0 as a float), and the distribution is one-hot anyway.
 SAMPLING_EPS = 1e-5
+# Tree options and the one --tree mode each shapes: given with no such mode to run, they
+# would be ignored without a word, so both CLIs refuse them (``knob_needs_mode``).
+TREE_KNOB_MODES = (
+    ("--static-tree", "static"),
+    ("--depth", "dynamic"),
+    ("--num-steps", "dynamic"),
+    ("--draft-topk", "dynamic"),
+    ("--total-tokens", "dynamic"),
+)
 # ``--tree dynamic`` without --draft-topk: candidates kept per expanded node.
 DEFAULT_DYNAMIC_TOPK = 4
 # ``--tree auto`` (the dispatcher, runtime/speculative/dispatcher.py and its C++ twin):
@@ -713,6 +722,10 @@ def cpp_header() -> str:
         + ", ".join(repr(a) for a in DEFAULT_RANK_ACCEPT)
         + "};",
         _CPP_FUNCTIONS.strip(),
+        "// tree option -> the --tree mode it shapes (TREE_KNOB_MODES).",
+        "inline constexpr std::pair<const char*, const char*> kTreeKnobModes[] = {",
+        *(f"    {{{q(o)}, {q(m)}}}," for o, m in TREE_KNOB_MODES),
+        "};",
         "// alias -> our option name (OPTION_ALIASES).",
         "inline constexpr std::pair<const char*, const char*> kOptionAliases[] = {",
         *(f"    {{{q(a)}, {q(o)}}}," for o, aliases in OPTION_ALIASES.items() for a, _ in aliases),

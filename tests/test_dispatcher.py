@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from etspec.contract import AUTO_REMEASURE_AFTER
 from etspec.errors import EtspecError
 from etspec.runtime.speculative.costs import StepCosts
-from etspec.runtime.speculative.dispatcher import REMEASURE_AFTER, AutoTree, DepthAcceptance
+from etspec.runtime.speculative.dispatcher import AutoTree, DepthAcceptance
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.settings import TreeSettings, auto_candidates, parse_shape
 from etspec.runtime.speculative.shapes import ChainShape, StepOutcome, TreeShape
@@ -196,16 +197,16 @@ def test_auto_measures_costs_again_once_after_warm_up() -> None:
     policy = AutoTree([ChainShape(3)], WIDTHS)
     assert policy.needs_costs()
     policy.use_costs(COSTS)
-    for _ in range(REMEASURE_AFTER):
+    for _ in range(AUTO_REMEASURE_AFTER):
         assert not policy.needs_costs()
         policy.observe(ChainShape(3), StepOutcome(3, 1, 9.0))  # 7.3 s of overhead
     assert policy.needs_costs()
     policy.use_costs(COSTS)
     # The overhead was measured against the first table: it starts again from nothing.
     assert policy.step_seconds(ChainShape(3)) == pytest.approx(
-        (REMEASURE_AFTER * 9.0 + 4 * 1.7) / (REMEASURE_AFTER + 4)
+        (AUTO_REMEASURE_AFTER * 9.0 + 4 * 1.7) / (AUTO_REMEASURE_AFTER + 4)
     )
-    for _ in range(10 * REMEASURE_AFTER):
+    for _ in range(10 * AUTO_REMEASURE_AFTER):
         policy.observe(ChainShape(3), StepOutcome(3, 1, 1.7))
         assert not policy.needs_costs()
 

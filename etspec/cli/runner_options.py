@@ -14,6 +14,7 @@ from etspec.contract import (
     DEFAULT_KV_STRATEGY,
     DTYPES,
     KV_STRATEGIES,
+    TREE_KNOB_MODES,
     message,
 )
 from etspec.errors import EtspecError
@@ -183,21 +184,12 @@ def widths(value: str) -> tuple[int, ...]:
     return widths
 
 
-# Tree options and the one --tree mode each shapes: given with no such mode to run, they
-# would be ignored without a word.
-_KNOB_MODES = {
-    "static_tree": ("--static-tree", "static"),
-    "depth": ("--depth", "dynamic"),
-    "num_steps": ("--num-steps", "dynamic"),
-    "topk": ("--draft-topk", "dynamic"),
-    "total_tokens": ("--total-tokens", "dynamic"),
-}
-
-
 def check_tree_knobs(kw: dict[str, Any], modes: set[str]) -> None:
-    """Refuse a tree option given when no ``--tree`` mode in ``modes`` uses it."""
-    for key, (name, mode) in _KNOB_MODES.items():
-        if kw.get(key) is not None and mode not in modes:
+    """Refuse a tree option (``contract.TREE_KNOB_MODES``) given when no ``--tree`` mode in
+    ``modes`` uses it."""
+    dest = {o: p.name for p in click.get_current_context().command.params for o in p.opts}
+    for name, mode in TREE_KNOB_MODES:
+        if kw.get(dest[name]) is not None and mode not in modes:
             raise click.UsageError(message("knob_needs_mode", option=name, mode=mode))
 
 

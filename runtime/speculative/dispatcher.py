@@ -7,9 +7,9 @@ shape that emits the most tokens per second on this artifact and this machine:
   ``target_verify`` at every compiled width and the draft runner's own calls (on scratch
   slots, which hold nothing between steps; ``costs.measure_costs``) and hands them over
   (``use_costs``), giving each candidate a predicted step time.
-- Costs are measured again at the first generation that starts after ``REMEASURE_AFTER``
-  steps: the first measurement runs in a cold process (the warm-up request), and a wrong
-  cost table would steer every later choice.
+- Costs are measured again at the first generation that starts after
+  ``AUTO_REMEASURE_AFTER`` steps: the first measurement runs in a cold process (the warm-up
+  request), and a wrong cost table would steer every later choice.
 - Acceptance is observed. Chains pool theirs by depth (``DepthAcceptance``): a step of any
   chain informs every chain length. Trees are judged on their own steps.
 - Each step runs the candidate with the highest upper confidence bound of tokens/s (step
@@ -33,11 +33,6 @@ from etspec.errors import EtspecError
 from etspec.runtime.sampling import Sampler
 from etspec.runtime.speculative.costs import StepCosts, fixed_costs
 from etspec.runtime.speculative.shapes import ChainShape, StepOutcome, TreePolicy, TreeShape
-
-# Weight, in steps, of the cost model's step time against measured ones (AutoTree).
-TIME_PRIOR_STEPS = AUTO_TIME_PRIOR_STEPS
-# Steps after which the costs are measured once more, at the next generation's start.
-REMEASURE_AFTER = AUTO_REMEASURE_AFTER
 
 
 @dataclass
@@ -174,7 +169,7 @@ class AutoTree(TreePolicy):
         return self.costs.predict(shape, self.widths) + self._overhead(shape)
 
     def step_seconds(self, shape: TreeShape) -> float:
-        """Mean step time: measured, with the prediction counted as ``TIME_PRIOR_STEPS``
+        """Mean step time: measured, with the prediction counted as ``AUTO_TIME_PRIOR_STEPS``
         steps."""
         return self._blend(shape, self._predicted_seconds(shape))
 
@@ -182,32 +177,31 @@ class AutoTree(TreePolicy):
         rec = self.records[shape.name]
         if self.costs is None:
             return rec.step_s
-        return (rec.seconds + TIME_PRIOR_STEPS * prior) / (rec.steps + TIME_PRIOR_STEPS)
+        weight = AUTO_TIME_PRIOR_STEPS
+        return (rec.seconds + weight * prior) / (rec.steps + weight)
 
     def optimistic_rate(self, shape: TreeShape) -> float:
         """Tokens/s if every draft token were accepted."""
         seconds = self.step_seconds(shape)
         return (shape.cost.max_height + 1) / seconds if seconds > 0 else math.inf
 
-    def _tokens(self, shape: TreeShape, z: float = 0.0) -> tuple[float, float] | None:
-        """Mean tokens per step and its upper confidence bound at ``z`` (None: no data
+    def _tokens(self, shape: TreeShape, z: float | None = None) -> float | None:
+        """Mean tokens per step or, with ``z``, its upper confidence bound (None: no data
         yet). Chains read the pooled depth acceptance, so every chain step informs every
         chain length, and bound it depth by depth."""
         if isinstance(shape, ChainShape):
             if not self.chain_steps.steps:
                 return None
-            chains = self.chains
-            return chains.expected_tokens(shape.length), chains.expected_tokens(shape.length, z)
+            return self.chains.expected_tokens(shape.length, z)
         rec = self.records[shape.name]
         if not rec.steps:
             return None
-        mean = rec.tokens / rec.steps
-        return mean, mean + z * rec.stderr
+        return rec.tokens / rec.steps + (z or 0.0) * rec.stderr
 
     def estimate(self, shape: TreeShape) -> float:
         """Expected tokens/s of ``shape`` (0 with no data)."""
         tokens, seconds = self._tokens(shape), self.step_seconds(shape)
-        return tokens[0] / seconds if tokens is not None and seconds > 0 else 0.0
+        return tokens / seconds if tokens is not None and seconds > 0 else 0.0
 
     def upper_bound(self, shape: TreeShape) -> float:
         # UCB1's widening z: an unlucky early estimate is retried eventually, not never.
@@ -219,10 +213,10 @@ class AutoTree(TreePolicy):
         seconds = min(self._blend(shape, prior), prior or math.inf)
         if tokens is None or seconds <= 0 or seconds == math.inf:
             return self.optimistic_rate(shape)
-        return min(tokens[1], shape.cost.max_height + 1) / seconds
+        return min(tokens, shape.cost.max_height + 1) / seconds
 
     def needs_costs(self) -> bool:
-        return self.costs is None or (not self._remeasured and self._total >= REMEASURE_AFTER)
+        return self.costs is None or (not self._remeasured and self._total >= AUTO_REMEASURE_AFTER)
 
     def use_costs(self, costs: StepCosts) -> None:
         if self.costs is not None:

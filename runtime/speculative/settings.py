@@ -22,8 +22,6 @@ from etspec.runtime.speculative.shapes import ChainShape, TreePolicy, TreeShape
 from etspec.runtime.speculative.static_tree import StaticTree
 
 TREE_MODES = ("chain", "static", "dynamic", "auto")
-# Acceptance decays with depth: past 7 a longer chain only costs more (EAGLE's default depth).
-MAX_AUTO_CHAIN = AUTO_MAX_CHAIN
 
 
 def parse_shape(name: str) -> TreeShape:
@@ -45,11 +43,11 @@ def default_dynamic(width: int, topk: int = DEFAULT_DYNAMIC_TOPK) -> DynamicTree
 
 
 def auto_candidates(target: TargetMetadata, branching: bool) -> list[TreeShape]:
-    """Chains of every length from 2 to ``MAX_AUTO_CHAIN`` that fit and, for drafts that
+    """Chains of every length from 2 to ``AUTO_MAX_CHAIN`` that fit and, for drafts that
     can branch, static and dynamic trees filling each width."""
     shapes: dict[str, TreeShape] = {}
     # Every chain length is cheap to consider: they pool their acceptance (DepthAcceptance).
-    longest = min(target.verify_width - 1, MAX_AUTO_CHAIN)
+    longest = min(target.verify_width - 1, AUTO_MAX_CHAIN)
     for n in range(min(2, longest), longest + 1):
         if n >= 1:
             shapes[f"chain{n}"] = ChainShape(n)

@@ -267,9 +267,7 @@ int run(int argc, char** argv) {
   load.tree.topk = optional_int(opt, "--draft-topk");
   load.tree.total_tokens = optional_int(opt, "--total-tokens");
   // A tree option given with no --tree mode that uses it would be ignored without a word.
-  for (const auto& [name, mode] : std::vector<std::pair<std::string, std::string>>{
-           {"--static-tree", "static"}, {"--depth", "dynamic"}, {"--num-steps", "dynamic"},
-           {"--draft-topk", "dynamic"}, {"--total-tokens", "dynamic"}}) {
+  for (const auto& [name, mode] : contract::kTreeKnobModes) {
     if (opt.count(name) && load.tree.mode != mode) {
       throw UsageError(etspec::message("knob_needs_mode", {{"option", name}, {"mode", mode}}));
     }

@@ -10,8 +10,6 @@
 namespace etspec {
 namespace {
 
-constexpr double kTimePriorSteps = contract::kAutoTimePriorSteps;
-constexpr int64_t kMaxAutoChain = contract::kAutoMaxChain;
 constexpr size_t kExtraKept = 64;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -130,7 +128,8 @@ double AutoTree::predicted_seconds(const TreeShape& shape) const {
 double AutoTree::blend(const TreeShape& shape, double prior) const {
   const StepRecord& rec = records_.at(shape.name);
   if (!costs_) return rec.step_s();
-  return (rec.seconds + kTimePriorSteps * prior) / (rec.steps + kTimePriorSteps);
+  const double weight = contract::kAutoTimePriorSteps;
+  return (rec.seconds + weight * prior) / (rec.steps + weight);
 }
 
 double AutoTree::step_seconds(const TreeShape& shape) const {
@@ -142,23 +141,20 @@ double AutoTree::optimistic_rate(const TreeShape& shape) const {
   return seconds > 0 ? (shape.max_height + 1) / seconds : kInf;
 }
 
-std::optional<std::pair<double, double>> AutoTree::tokens(const TreeShape& shape,
-                                                          double z) const {
+std::optional<double> AutoTree::tokens(const TreeShape& shape, std::optional<double> z) const {
   if (const ChainShape* chain = as_chain(shape)) {
     if (!chain_steps_.steps) return std::nullopt;
-    return std::make_pair(chains_.expected_tokens(chain->length()),
-                          chains_.expected_tokens(chain->length(), z));
+    return chains_.expected_tokens(chain->length(), z);
   }
   const StepRecord& rec = records_.at(shape.name);
   if (!rec.steps) return std::nullopt;
-  const double mean = double(rec.tokens) / rec.steps;
-  return std::make_pair(mean, mean + z * rec.standard_error());
+  return double(rec.tokens) / rec.steps + z.value_or(0.0) * rec.standard_error();
 }
 
 double AutoTree::estimate(const TreeShape& shape) const {
   const auto t = tokens(shape);
   const double seconds = step_seconds(shape);
-  return t && seconds > 0 ? t->first / seconds : 0.0;
+  return t && seconds > 0 ? *t / seconds : 0.0;
 }
 
 double AutoTree::upper_bound(const TreeShape& shape) const {
@@ -170,7 +166,7 @@ double AutoTree::upper_bound(const TreeShape& shape) const {
   const double prior = predicted_seconds(shape);
   const double seconds = std::min(blend(shape, prior), prior != 0.0 ? prior : kInf);
   if (!t || seconds <= 0 || seconds == kInf) return optimistic_rate(shape);
-  return std::min(t->second, double(shape.max_height + 1)) / seconds;
+  return std::min(*t, double(shape.max_height + 1)) / seconds;
 }
 
 bool AutoTree::needs_costs() const {
@@ -228,7 +224,7 @@ std::vector<std::unique_ptr<TreeShape>> auto_candidates(const TargetMetadata& ta
     }
     shapes.push_back(std::move(s));
   };
-  const int64_t longest = std::min<int64_t>(target.verify_width - 1, kMaxAutoChain);
+  const int64_t longest = std::min<int64_t>(target.verify_width - 1, contract::kAutoMaxChain);
   for (int64_t n = std::min<int64_t>(2, longest); n <= longest; ++n) {
     if (n >= 1) add(std::make_unique<ChainShape>(n));
   }

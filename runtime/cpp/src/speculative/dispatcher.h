@@ -77,8 +77,9 @@ class AutoTree : public TreePolicy {
   double blend(const TreeShape& shape, double prior) const;
   double step_seconds(const TreeShape& shape) const;
   double optimistic_rate(const TreeShape& shape) const;
-  // Mean tokens per step and its upper confidence bound at z (nullopt: no data yet).
-  std::optional<std::pair<double, double>> tokens(const TreeShape& shape, double z = 0) const;
+  // Mean tokens per step or, with z, its upper confidence bound (nullopt: no data yet).
+  std::optional<double> tokens(const TreeShape& shape,
+                               std::optional<double> z = std::nullopt) const;
 
   std::vector<std::unique_ptr<TreeShape>> owned_;
   std::vector<const TreeShape*> shapes_;
