@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from etspec import logs
 from etspec.contract import (
     ARTIFACT_KIND,
+    DRAFT_D2T,
     DRAFT_KIND,
     FORMAT_VERSION,
     FORMAT_VERSION_FIELD,
@@ -60,11 +60,20 @@ def seal(program: bytes) -> bytes:
 
 
 def check_artifact(path: str | Path) -> Path:
-    """Fail with a one-line error unless ``path`` is an intact etspec-exported program.
+    """Fail with a one-line error unless ``path`` is an intact etspec-exported program
+    (``read_artifact``, the bytes dropped)."""
+    return read_artifact(path)[0]
 
-    Checks the ExecuTorch header, the sizes it declares against the file and the integrity
-    trailer's SHA-256, all before ExecuTorch parses the file. The C++ runner makes the same
-    checks in the same order, with the same messages.
+
+def read_artifact(path: str | Path) -> tuple[Path, bytes]:
+    """The bytes of ``path``, read once, after checking they are an intact etspec-exported
+    program: the ExecuTorch header, the sizes it declares and the integrity trailer's
+    SHA-256, all before ExecuTorch parses them. The C++ runner makes the same checks in the
+    same order, with the same messages.
+
+    The runtime loads these very bytes (``open_artifact``), not the file again: what was
+    checked is what runs, and a file truncated or rewritten in place while it is loaded
+    (``cp`` over it) cannot take the process down with SIGBUS, as a mapping of it would.
     """
     p = Path(path)
     if not p.exists():
@@ -72,28 +81,27 @@ def check_artifact(path: str | Path) -> Path:
     if not p.is_file():
         raise ArtifactError(f"{p}: not a file")
     try:
-        with p.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(_MIN_SIZE)
-            ident = head[_FLATBUFFER_ID]
-            if len(head) < _MIN_SIZE or not (ident[:2] == b"ET" and ident[2:].isdigit()):
-                raise ArtifactError(message("bad_header", path=p))
-            declared = _declared_size(head)
-            if declared is not None and size != declared and size < declared + TRAILER_SIZE:
-                raise ArtifactError(
-                    message("truncated", path=p, size=size, expected=declared + TRAILER_SIZE)
-                )
-            if size < _MIN_SIZE + TRAILER_SIZE:
-                raise ArtifactError(message("no_trailer", path=p, expected=FORMAT_VERSION))
-            _check_trailer(p, f, size, declared)
+        data = p.read_bytes()
     except OSError as e:
         raise ArtifactError(f"{p}: cannot read ({e.strerror})") from None
-    return p
+    size, head = len(data), data[:_MIN_SIZE]
+    ident = head[_FLATBUFFER_ID]
+    if len(head) < _MIN_SIZE or not (ident[:2] == b"ET" and ident[2:].isdigit()):
+        raise ArtifactError(message("bad_header", path=p))
+    declared = _declared_size(head)
+    if declared is not None and size != declared and size < declared + TRAILER_SIZE:
+        raise ArtifactError(
+            message("truncated", path=p, size=size, expected=declared + TRAILER_SIZE)
+        )
+    if size < _MIN_SIZE + TRAILER_SIZE:
+        raise ArtifactError(message("no_trailer", path=p, expected=FORMAT_VERSION))
+    _check_trailer(p, data, declared)
+    return p, data
 
 
-def _check_trailer(p: Path, f: BinaryIO, size: int, declared: int | None) -> None:
-    f.seek(size - TRAILER_SIZE)
-    trailer = f.read(TRAILER_SIZE)
+def _check_trailer(p: Path, data: bytes, declared: int | None) -> None:
+    size = len(data)
+    trailer = data[size - TRAILER_SIZE :]
     digest, length, magic = trailer[:32], trailer[32:40], trailer[40:]
     if magic != TRAILER_MAGIC:
         if declared is None or declared == size:
@@ -102,14 +110,7 @@ def _check_trailer(p: Path, f: BinaryIO, size: int, declared: int | None) -> Non
     program_size = int.from_bytes(length, "little")
     if program_size != size - TRAILER_SIZE or declared not in (None, program_size):
         raise ArtifactError(message("damaged", path=p, what=message("damage_sizes")))
-    sha = hashlib.sha256()
-    f.seek(0)
-    left = program_size
-    while left:
-        chunk = f.read(min(left, 1 << 22))
-        sha.update(chunk)
-        left -= len(chunk)
-    if sha.digest() != digest:
+    if hashlib.sha256(memoryview(data)[:program_size]).digest() != digest:
         raise ArtifactError(message("damaged", path=p, what=message("damage_digest")))
 
 
@@ -133,6 +134,41 @@ class OpenedArtifact:
             return None
         (data,) = self.constant(TOKENIZER_JSON)
         return data.numpy().tobytes()
+
+    def problems(self) -> list[str]:
+        """What would fail when this artifact is used, found by reading it (``etspec
+        inspect``): a tokenizer that does not parse, a draft whose ``d2t`` leaves the target
+        vocabulary. The same messages the runtimes give at load or first use."""
+        found = []
+        data = self.tokenizer_json()
+        if data is not None:
+            from tokenizers import Tokenizer
+
+            try:
+                Tokenizer.from_str(data.decode("utf-8"))
+            except Exception as e:  # the parser's text, whatever its type
+                found.append(message("tokenizer_unreadable", reason=e))
+        meta = self.metadata
+        if isinstance(meta, DraftMetadata) and DRAFT_D2T in self.program.method_names:
+            try:
+                draft_target_ids(self.constant(DRAFT_D2T)[0], meta, self.path)
+            except ArtifactError as e:
+                found.append(str(e))
+        return found
+
+
+def draft_target_ids(d2t: Any, meta: DraftMetadata, path: str | Path) -> Any:
+    """Draft id i's target id, ``i + d2t[i]`` ([Vd] long); refuses a map of the wrong size
+    or one leaving the target vocabulary (the first verify would index past its logits)."""
+    import torch
+
+    d2t = torch.as_tensor(d2t, dtype=torch.long)
+    if d2t.shape != (meta.draft_vocab_size,):
+        raise ArtifactError(message("d2t_size", path=path))
+    ids = torch.arange(meta.draft_vocab_size) + d2t
+    if len(ids) and not 0 <= int(ids.min()) <= int(ids.max()) < meta.target_vocab_size:
+        raise ArtifactError(message("d2t_range", path=path))
+    return ids
 
 
 def executorch_runtime() -> Any:
@@ -173,12 +209,12 @@ def _run_constant(program: Any, name: str) -> list[Any]:
 
 def open_artifact(path: str | Path, expect: str | None = None) -> OpenedArtifact:
     """Load a ``.pte`` and read its metadata; ``expect`` is "target" or "draft" when known."""
-    p = check_artifact(path)
+    p, data = read_artifact(path)
     runtime = executorch_runtime()
     try:
         # The loader logs its diagnostics on stderr itself; ours is the one-line error.
         with logs.quiet(native=True):
-            program = runtime.load_program(p)
+            program = runtime.load_program(data)
     except Exception as e:  # the loader raises bare RuntimeError/ValueError on bad files
         raise ArtifactError(message("cannot_load", path=p, error=e)) from None
     try:

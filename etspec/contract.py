@@ -25,6 +25,8 @@ from etspec.errors import ArtifactError, MetadataMismatchError
 
 # 2: draft_extend per verify width; 3: integrity trailer; 4: layer types; 5: every attending
 # method takes a mask of dynamic width (the slots it attends)
+#: The largest sampling seed: seeds are unsigned 64-bit, as torch and the C++ runner read them.
+SEED_MAX = (1 << 64) - 1
 FORMAT_VERSION = 6
 
 # Export appends a trailer to the ExecuTorch program: SHA-256 of the program bytes, their
@@ -202,6 +204,7 @@ MESSAGES = {
     # Sampling settings (runtime/sampling.py, the C++ Sampler).
     "temperature": "temperature must be a finite number >= 0 (0 means greedy), got {value}",
     "top_k": "top-k must be an integer >= 0 (0 disables it), got {value}",
+    "seed": "seed must be an integer from 0 to {max} (64 bits), got {value}",
     "top_p": "top-p must be in (0, 1], got {value}",
     "repetition_penalty": "repetition penalty must be a finite number > 0 (1 disables it), "
     "got {value}",

@@ -6,6 +6,7 @@ import contextlib
 import functools
 import hashlib
 import logging
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -13,10 +14,10 @@ from typing import Any, BinaryIO
 import torch
 from tqdm import tqdm
 
-from etspec import logs
+from etspec import files, logs
 from etspec.artifact import seal, trailer
 from etspec.contract import BACKENDS, DTYPES
-from etspec.errors import ExportError, OutputExistsError
+from etspec.errors import ExportError
 from etspec.files import write_atomically
 from etspec.models.methods import Methods
 
@@ -35,15 +36,27 @@ def check_options(backend: str, dtype: str) -> None:
 
 
 def check_output(path: str | Path, force: bool) -> Path:
-    """Refuse to overwrite a user's file unless asked; fail early on an unwritable folder."""
-    p = Path(path)
-    if p.exists() and not force:
-        raise OutputExistsError(f"{p} already exists; pass --force to overwrite it")
-    if p.exists() and p.is_dir():
-        raise OutputExistsError(f"{p} is a directory; name a .pte file")
-    if not p.parent.exists():
-        raise ExportError(f"output folder {p.parent} does not exist")
-    return p
+    """Refuse to overwrite a user's file unless asked; fail before any work on a folder the
+    artifact cannot be written into (``files.check_output``)."""
+    return files.check_output(path, force, "-o")
+
+
+def check_space(path: Path, need: int) -> None:
+    """Refuse an export whose artifact cannot fit the free space left in its folder (``need``
+    is a lower bound: the weights as the recipe stores them)."""
+    free = shutil.disk_usage(path.parent).free
+    if free < need:
+        raise ExportError(
+            f"not enough space for {path}: the artifact needs at least {need / 1e6:.0f} MB, "
+            f"{free / 1e6:.0f} MB are free there; free space or choose another -o"
+        )
+
+
+def weights_lower_bound(model: torch.nn.Module, quantized: bool) -> int:
+    """Bytes the artifact holds at least: every parameter once, at fp32 or (quantized) at the
+    narrowest width a recipe stores (int4: half a byte)."""
+    numel = sum(p.numel() for p in model.parameters())
+    return numel // 2 if quantized else numel * 4
 
 
 def lower(
@@ -80,9 +93,17 @@ def lower_to_file(
     """``lower`` streamed into ``path`` (atomically): the serialized program is written
     piece by piece and hashed on the way, never joined into one buffer (that and the
     sealed copy were two more copies of every weight at export's peak)."""
+    model = next(iter(methods.values()))[0]
+    check_space(path, weights_lower_bound(model, quantized))
     with logs.quiet(), _one_copy_of_each_blob(), _weights_shared_with_delegates():
         program = _lower(methods, constant_methods, backend, desc, True, keep_out, quantized)
-        write_atomically(path, functools.partial(_write_sealed, program))
+        try:
+            write_atomically(path, functools.partial(_write_sealed, program))
+        except OSError as e:  # the folder filled up or went away while lowering
+            raise ExportError(
+                f"cannot write {path} ({e.strerror or type(e).__name__}); nothing was written: "
+                "free space or choose another -o"
+            ) from None
 
 
 def _write_sealed(program: Any, f: BinaryIO) -> None:

@@ -24,7 +24,7 @@ from etspec.contract import (
     check_pair,
     default_eagle3_layers,
 )
-from etspec.errors import ExportError, MetadataMismatchError
+from etspec.errors import CheckpointError, ExportError, MetadataMismatchError
 from etspec.models.checkpoint import load_state_dict, read_config, read_tokenizer_json
 from etspec.models.eagle3 import Eagle3Draft
 from etspec.models.gemma4_assistant import Gemma4Assistant, assistant_hidden_spec
@@ -116,10 +116,21 @@ def build_target(checkpoint: str | Path, opts: TargetExportOptions) -> TargetMod
     """The exportable torch module for ``checkpoint`` (also what the eager reference runs)."""
     config = read_config(checkpoint)
     max_seq = opts.max_seq or default_context(config)
+    trained = config.get("max_position_embeddings")
+    if trained and max_seq > trained:
+        # Positions past it were never trained, and a typo here (1e9) would try to allocate
+        # a KV cache of that many slots.
+        raise ExportError(
+            f"--max-seq {max_seq} exceeds the {trained} tokens this model was trained for "
+            f"(max_position_embeddings); use --max-seq {trained} or less"
+        )
     check_context(opts, max_seq)
     build = target_family(config)
     num_layers = int(config.get("num_hidden_layers", 0))
-    layers = opts.hidden_layers or default_eagle3_layers(num_layers)
+    # EAGLE-3's taps clamped into a shallow model (1-3 layers), which has no layer L-3: a
+    # target exported for decoding alone must not need --hidden-layers.
+    default = tuple(min(max(i, 0), num_layers) for i in default_eagle3_layers(num_layers))
+    layers = opts.hidden_layers or default
     spec = HiddenStateSpec("layer_input", tuple(layers))
     if opts.assistant is not None:
         if opts.hidden_layers:
@@ -162,19 +173,34 @@ def target_metadata(
 
 
 def check_tokenizer(model: TargetModel, tokenizer: bytes | None) -> None:
-    """Refuse a tokenizer that does not encode the way the model was trained to read: a
-    family that needs <bos> (Gemma) must get it in front of every prompt (a converted
-    ``tokenizer.json`` without its post-processor silently drops it, and the model then
-    writes garbage)."""
-    bos = model.cfg.bos_token_id
-    if tokenizer is None or not model.requires_bos or bos is None:
+    """Refuse a ``tokenizer.json`` the artifact could not serve, before it is sealed in: one
+    that does not parse, encode and decode; one with ids beyond the model's vocabulary; and,
+    for a family that needs <bos> (Gemma), one that does not put it in front of every prompt
+    (a converted ``tokenizer.json`` without its post-processor silently drops it, and the
+    model then writes garbage)."""
+    if tokenizer is None:
         return
     from tokenizers import Tokenizer
 
     try:
-        ids = Tokenizer.from_str(tokenizer.decode("utf-8")).encode("x").ids
-    except Exception as e:
-        raise ExportError(f"the checkpoint's tokenizer.json cannot be read ({e})") from None
+        tok = Tokenizer.from_str(tokenizer.decode("utf-8"))
+        ids = tok.encode("Hello, world!").ids
+        tok.decode(ids)
+        top = max(tok.get_vocab(with_added_tokens=True).values(), default=-1)
+    except Exception as e:  # tokenizers raises plain Exceptions with its parser's text
+        raise ExportError(
+            f"the checkpoint's tokenizer.json cannot be read ({e}); fix it, or remove it to "
+            "export an artifact that takes token ids only"
+        ) from None
+    vocab = model.cfg.vocab_size
+    if top >= vocab:
+        raise ExportError(
+            f"the checkpoint's tokenizer.json has token id {top}, the model has {vocab} "
+            "embeddings; use the tokenizer this model was trained with"
+        )
+    bos = model.cfg.bos_token_id
+    if not model.requires_bos or bos is None:
+        return
     if not ids or ids[0] != bos:
         raise ExportError(
             f"the checkpoint's tokenizer.json does not add <bos> (id {bos}) in front of a "
@@ -257,6 +283,14 @@ def draft_program(
         target, step_width=opts.step_width, dtype=opts.dtype, backend=opts.backend
     )
     check_pair(target, meta)
+    # Draft id i proposes target id i + d2t[i]: every one must exist in the target, or the
+    # first verify indexes past the target's logits.
+    ids = torch.arange(model.cfg.draft_vocab_size) + model.d2t
+    if len(ids) and not 0 <= int(ids.min()) <= int(ids.max()) < target.vocab_size:
+        raise CheckpointError(
+            f"{draft_checkpoint}: d2t maps draft ids outside the target's {target.vocab_size}-"
+            "token vocabulary; this draft was trained for another target"
+        )
     quantize(model, opts.dtype)
     methods = draft_methods(model, target.prefill_chunk, target.verify_widths, opts.step_width)
     return ProgramBuild(model, meta, methods, {DRAFT_D2T: model.d2t.clone()})

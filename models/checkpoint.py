@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ import torch
 from safetensors import safe_open
 
 from etspec.errors import CheckpointError
+from etspec.models.validation import check_config, check_tensor, read_json_object, shard_file
 
 _SINGLE = "model.safetensors"
 _INDEX = "model.safetensors.index.json"
@@ -31,27 +31,29 @@ def checkpoint_dir(path: str | Path) -> Path:
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
+    """``config.json``, its values checked for type and range (``validation.check_config``)."""
     p = checkpoint_dir(path) / "config.json"
-    try:
-        return json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{p}: not valid JSON ({e})") from None
+    config = read_json_object(p)
+    check_config(config, p)
+    return config
 
 
 def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
-    """All tensors of a checkpoint: single or sharded safetensors, or a torch ``.bin``."""
+    """All tensors of a checkpoint (single or sharded safetensors, or a torch ``.bin``),
+    each checked (``validation.check_tensor``): weights floating and finite, shards inside
+    the folder, no tensor in two shards."""
     p = checkpoint_dir(path)
     if (p / _SINGLE).is_file():
         files = [p / _SINGLE]
     elif (p / _INDEX).is_file():
-        try:
-            weight_map = json.loads((p / _INDEX).read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError) as e:
-            raise CheckpointError(f"{p / _INDEX}: not a safetensors index ({e})") from None
-        files = [p / name for name in sorted(set(weight_map.values()))]
+        index = read_json_object(p / _INDEX)
+        weight_map = index.get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise CheckpointError(f"{p / _INDEX}: not a safetensors index (no weight_map object)")
+        files = sorted({shard_file(p, name, p / _INDEX) for name in weight_map.values()})
     elif (p / _TORCH_BIN).is_file():
         # Official EAGLE-3 drafts are often published as pytorch_model.bin.
-        return torch.load(p / _TORCH_BIN, map_location="cpu", weights_only=True)
+        return _torch_bin(p / _TORCH_BIN)
     else:
         raise CheckpointError(f"{p} has no weights ({_SINGLE}, {_INDEX} or {_TORCH_BIN})")
     tensors: dict[str, torch.Tensor] = {}
@@ -61,10 +63,28 @@ def load_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
         try:
             with safe_open(str(f), framework="pt") as sf:
                 for key in sf.keys():  # noqa: SIM118 - safe_open is not a mapping
+                    if key in tensors:
+                        raise CheckpointError(f"{f}: {key} is also in another shard")
                     tensors[key] = sf.get_tensor(key)
+        except CheckpointError:
+            raise
         except Exception as e:  # safetensors raises its own error types on damaged files
             raise CheckpointError(f"{f}: cannot read safetensors ({e})") from None
+    for key, tensor in tensors.items():
+        check_tensor(key, tensor, p)
     return tensors
+
+
+def _torch_bin(f: Path) -> dict[str, torch.Tensor]:
+    try:
+        state = torch.load(f, map_location="cpu", weights_only=True)
+    except Exception as e:  # pickle, zip and torch raise many types on damaged files
+        raise CheckpointError(f"{f}: cannot read the torch checkpoint ({e})") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{f}: expected a dict of tensors, got {type(state).__name__}")
+    for key, tensor in state.items():
+        check_tensor(str(key), tensor, f.parent)
+    return state
 
 
 def read_tokenizer_json(path: str | Path) -> bytes | None:

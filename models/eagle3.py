@@ -21,6 +21,7 @@ from etspec.errors import CheckpointError, UnsupportedModelError
 from etspec.models.checkpoint import load_state_dict, read_config
 from etspec.models.layers import MLP, Attention, RMSNorm, kv_cache_bytes
 from etspec.models.rope import RopeConfig, rope_tables
+from etspec.models.validation import check_shape
 
 
 @dataclass(frozen=True)
@@ -214,10 +215,6 @@ class Eagle3Draft(nn.Module):
         with torch.no_grad():
             for name, tensor in model.state_dict().items():
                 src = state[name]
-                if src.shape != tensor.shape:
-                    raise CheckpointError(
-                        f"{path}: {name} has shape {tuple(src.shape)}, the config implies "
-                        f"{tuple(tensor.shape)}"
-                    )
+                check_shape(name, src.shape, tensor.shape, path)
                 tensor.copy_(src.to(tensor.dtype))
         return model.eval()

@@ -25,6 +25,7 @@ from etspec.contract import (
 from etspec.errors import CheckpointError, UnsupportedModelError
 from etspec.models.checkpoint import read_config
 from etspec.models.layers import kv_cache_bytes
+from etspec.models.validation import check_shape
 
 
 class TargetModel(nn.Module):
@@ -182,6 +183,7 @@ def load_weights(
     with torch.no_grad():
         for name, tensor in model.state_dict().items():
             if name in renamed:
+                check_shape(name, renamed[name].shape, tensor.shape, path)
                 tensor.copy_(renamed[name].to(tensor.dtype))
 
 

@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from etspec.contract import SAMPLING_EPS, message
+from etspec.contract import SAMPLING_EPS, SEED_MAX, message
 from etspec.errors import EtspecError
 
 
@@ -42,6 +42,9 @@ class SamplingConfig:
         p = self.top_p
         if not isinstance(p, (int, float)) or math.isnan(p) or not 0 < p <= 1:
             raise SamplingError(message("top_p", value=p))
+        seed = self.seed
+        if seed is not None and (not isinstance(seed, int) or not 0 <= seed <= SEED_MAX):
+            raise SamplingError(message("seed", max=SEED_MAX, value=seed))
 
     @property
     def greedy(self) -> bool:

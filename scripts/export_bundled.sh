@@ -10,17 +10,21 @@ draft=checkpoints/etspec-code-14m-eagle3
 mkdir -p "$work"
 # The cache is keyed by the checkpoints and the code that builds the artifacts: a change to
 # either re-exports.
-stamp=$(cat "$target/model.safetensors" "$draft/model.safetensors" models/*.py export/*.py etspec/contract.py |
+stamp=$(cat "$target/model.safetensors" "$draft/model.safetensors" models/*.py export/*.py etspec/contract.py "$0" |
     sha256sum | cut -c1-16)
 stamp="$stamp-$(python3 -c 'import importlib.metadata as m; print(m.version("etspec"))')"
 if [ "$(cat "$work/stamp" 2>/dev/null)" != "$stamp" ] ||
     ! etspec inspect "$work/target.pte" >/dev/null 2>&1 ||
     ! etspec inspect "$work/draft.pte" >/dev/null 2>&1; then
     rm -f "$work/stamp"
-    # fp32: the bundled draft was trained against the fp32 target and the README's bundled
-    # figures are fp32 (a 14M model gains little from narrower weights).
+    # The target is fp32: the bundled draft was trained against the fp32 target and the
+    # README's bundled figures are fp32. The draft is int8 (8da8w): it only proposes, so its
+    # precision moves acceptance, not output, and on this pair acceptance is unchanged (TPC
+    # 5.61 against 5.62, 40 HumanEval prompts) while each draft call costs 0.24 ms instead
+    # of 0.39 (its 4 MB lm_head is read once per call).
     etspec export target "$target" -o "$work/target.pte" --max-seq 512 --verify-width 4,8,16 \
         --dtype fp32 --force
-    etspec export draft "$draft" --target "$work/target.pte" -o "$work/draft.pte" --force
+    etspec export draft "$draft" --target "$work/target.pte" -o "$work/draft.pte" --dtype 8da8w \
+        --force
     echo "$stamp" >"$work/stamp"
 fi

@@ -795,3 +795,23 @@ def test_cli_bench_samples_with_top_p(artifacts, tmp_path: Path) -> None:  # typ
     full = ids("full", "--temperature", "1.0", "--seed", "3", "--top-p", "1.0")
     assert nucleus_of_one == greedy
     assert full[BASELINE] != greedy[BASELINE]
+
+
+def test_bench_default_budget_fits_a_small_context_target(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The default 128 new tokens do not fit after a prompt on a 64-token target: the
+    warm-up gets the budget its prompt gets in the run (it used to fail before any record)."""
+    case = artifacts.small_draft()
+    assert case.target.opts.max_seq == 64
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt_ids": [3, 1, 4, 1, 5]}\n{"prompt_ids": [9, 2, 6]}\n')
+    out = tmp_path / "bench.json"
+    res = CliRunner().invoke(
+        main,
+        ["bench", "--target", str(case.target.pte), "--draft", str(case.pte), "--prompts",
+         str(prompts), "--trees", "chain3", "--json", str(out)],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    summary = json.loads(out.read_text())["summary"]
+    # Each prompt generates up to the context: 64 - 5 and 64 - 3 tokens at most.
+    assert 0 < summary["target-only"]["generated_tokens"] <= (64 - 5) + (64 - 3)
+    assert summary["chain3"]["identical"] == 2

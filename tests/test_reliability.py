@@ -550,3 +550,146 @@ def test_temperatures_below_the_sampling_eps_are_greedy(loaded, files, runner_bi
     run = [subprocess.run([*args, *extra], capture_output=True, text=True, check=True).stdout
            for extra in ([], ["--temperature", "5e-324", "--seed", "1"])]  # fmt: skip
     assert run[0] == run[1] and run[0].split()
+
+
+_CHANGED_UNDERNEATH = """
+import sys
+from pathlib import Path
+from etspec.runtime.loading import RunnerSpec, load_runners
+from etspec.runtime.speculative.settings import TreeSettings
+
+target, draft = Path(sys.argv[1]), Path(sys.argv[2])
+runners = load_runners(RunnerSpec(target, draft, tree=TreeSettings("chain", 3)))
+prompt = [3, 1, 4, 1, 5, 9, 2, 6, 5]
+before = [r.generate(prompt, 12).token_ids for r in runners]
+for f in (target, draft):
+    size = f.stat().st_size
+    with f.open("r+b") as out:  # what `cp other.pte f` does: truncate, then write in place
+        out.truncate(64)
+        out.write(b"\\0" * 4096)
+after = [r.generate(prompt, 12).token_ids for r in runners]
+print(before == after, before[1])
+"""
+
+
+def test_a_loaded_runner_survives_its_files_changing_underneath(files, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Truncating and rewriting a loaded ``.pte`` in place (``cp`` over it) leaves the
+    loaded runners generating what they generated before: the runtime runs the bytes it
+    checked, read once, not a mapping of the file (which died of SIGBUS). In a subprocess,
+    because a SIGBUS would take the test process with it."""
+    target, draft = tmp_path / "t.pte", tmp_path / "d.pte"
+    shutil.copy(files["target"], target)
+    shutil.copy(files["draft"], draft)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHANGED_UNDERNEATH, str(target), str(draft)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    same, ids = proc.stdout.split(" ", 1)
+    assert same == "True", proc.stdout
+    assert ids.strip() == str(files_ids(files)), proc.stdout
+
+
+def files_ids(files) -> list[int]:  # type: ignore[no-untyped-def]
+    """The speculative runner's ids for the subprocess's request, from a fresh load here."""
+    spec = RunnerSpec(files["target"], files["draft"], tree=TreeSettings("chain", 3))
+    return load_runners(spec)[1].generate(PROMPT, 12).token_ids
+
+
+# --- in a real process ------------------------------------------------------------------------
+# What a user sees on stderr, from the installed entry point (``python -m etspec``): CliRunner
+# runs in-process and cannot see native log lines or exit codes set by the interpreter.
+# (name, args with "{x}" for files[x], exit code, words of the one error line)
+PROCESS_CASES: list[tuple[str, list[str], int, str]] = [
+    ("seed beyond 64 bits", ["generate", "--target", "{target}", "--prompt-ids", "1,2",
+     "--temperature", "1", "--seed", str(1 << 64)], 2, "--seed"),
+    ("negative seed", ["generate", "--target", "{target}", "--prompt-ids", "1,2",
+     "--temperature", "1", "--seed", "-1"], 2, "--seed"),
+    ("prompt not UTF-8", ["generate", "--target", "{target}", "--prompt", "ab\udcff"], 1,
+     "not UTF-8"),
+    ("prompt-ids typo", ["generate", "--target", "{target}", "--draft", "{draft}",
+     "--prompt-ids", "1,2,x"], 2, "comma-separated token ids"),
+    ("token outside vocabulary after load", ["generate", "--target", "{target}",
+     "--prompt-ids", "1,99"], 1, "outside the vocabulary"),
+    ("static tree of 10^8 nodes", ["generate", "--target", "{target}", "--draft", "{draft}",
+     "--tree", "static", "--static-tree", "N100000000", "--prompt-ids", "1,2"], 1,
+     "needs a verify width of 100000001"),
+    ("repetition penalty NaN", ["generate", "--target", "{target}", "--prompt-ids", "1,2",
+     "--repetition-penalty", "nan"], 1, "repetition penalty must be a finite number"),
+    ("max-seq not an integer", ["generate", "--reference", "--target", "{target_ckpt}",
+     "--max-seq", "1e9", "--prompt-ids", "1,2"], 2, "--max-seq"),
+    ("reference max-seq beyond training", ["generate", "--reference", "--target",
+     "{target_ckpt}", "--max-seq", "1000000000", "--prompt-ids", "1,2"], 1,
+     "exceeds the 512 tokens this model was trained for"),
+    ("bench --cpp-runner not the runner", ["bench", "--target", "{target}", "--prompts",
+     "{prompts}", "--max-new-tokens", "4", "--cpp-runner", sys.executable], 1,
+     "is not the etspec C++ runner"),
+    ("bench --json into a missing folder", ["bench", "--target", "{target}", "--prompts",
+     "{prompts}", "--max-new-tokens", "4", "--json", "{missing_dir}/x.json"], 1,
+     "does not exist"),
+    ("bench --json onto a folder", ["bench", "--target", "{target}", "--prompts", "{prompts}",
+     "--max-new-tokens", "4", "--json", "{directory}"], 1, "is a directory"),
+    ("bench --traces onto a folder", ["bench", "--target", "{target}", "--draft", "{draft}",
+     "--prompts", "{prompts}", "--max-new-tokens", "4", "--traces", "{directory}"], 1,
+     "is a directory"),
+    ("validate non-integer prompt ids", ["validate", "--target", "{target}", "--draft",
+     "{draft}", "--prompts", "{bad_prompts}"], 1, "prompt"),
+    ("export -o naming a folder", ["export", "target", "{target_ckpt}", "-o", "{out_dir}/"], 1,
+     "names a folder"),
+    ("export -o a dangling link", ["export", "target", "{target_ckpt}", "-o", "{dangling}"], 1,
+     "already exists"),
+    ("export -o a name too long", ["export", "target", "{target_ckpt}", "-o",
+     "{out_dir}/" + "x" * 300 + ".pte"], 1, "File name too long"),
+    ("export --max-seq beyond training", ["export", "target", "{target_ckpt}", "-o",
+     "{out_dir}/t.pte", "--max-seq", "100000"], 1, "exceeds the 512 tokens"),
+    ("no command", [], 2, "no command given"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def process_files(files, artifacts, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("process")
+    out = dict(files)
+    out["target_ckpt"] = artifacts.small_draft().target.checkpoint
+    out["prompts"] = root / "prompts.jsonl"
+    out["prompts"].write_text('{"prompt_ids": [1, 2, 3]}\n')
+    out["bad_prompts"] = root / "bad.jsonl"
+    out["bad_prompts"].write_text('{"prompt_ids": [1, "x", 3]}\n')
+    out["missing_dir"] = root / "missing"
+    out["out_dir"] = root / "out"
+    out["out_dir"].mkdir()
+    out["dangling"] = root / "out" / "link.pte"
+    out["dangling"].symlink_to(root / "nowhere.pte")
+    return out
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "code", "words"), PROCESS_CASES, ids=[c[0] for c in PROCESS_CASES]
+)
+def test_bad_input_in_a_real_process(process_files, name: str, args, code: int, words: str) -> None:  # type: ignore[no-untyped-def]
+    argv = [a.format(**{k: str(v) for k, v in process_files.items()}) for a in args]
+    before = _snapshot({k: v for k, v in process_files.items() if k != "dangling"})
+    res = subprocess.run(
+        [sys.executable, "-m", "etspec", *argv],
+        capture_output=True,
+        text=True,
+        errors="surrogateescape",
+        timeout=300,
+    )
+    assert res.returncode == code, (res.returncode, res.stderr[-3000:])
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr[-3000:]
+    assert words in lines[0], lines[0]
+    assert res.stdout == ""
+    assert _snapshot({k: v for k, v in process_files.items() if k != "dangling"}) == before
+    assert process_files["dangling"].is_symlink() and not process_files["dangling"].exists()
+    assert list(process_files["out_dir"].iterdir()) == [process_files["dangling"]]
+
+
+def test_cpp_refuses_a_negative_seed(files, runner_bin: Path) -> None:  # type: ignore[no-untyped-def]
+    """``istream`` reads "-1" into an unsigned seed as 2^64 - 1; the runner refuses it."""
+    line = _cpp_error(runner_bin, "--target", files["target"], "--prompt-ids", "1,2",
+                      "--temperature", "1", "--seed", "-1")  # fmt: skip
+    assert "--seed takes a number, got '-1'" in line

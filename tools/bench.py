@@ -182,14 +182,18 @@ def run_systems(
     Returns the records and, per system, the timing of its first (cold) call: the warm-up
     on the first prompt, which the records leave out.
     """
+    any_runner = next(iter(systems.values()))
+    limit = any_runner.meta.max_context
     first: dict[str, dict[str, float]] = {}
+    # The warm-up gets the budget its prompt would get in the run (a small-context target
+    # cannot fit the default 128 new tokens after every prompt).
+    warm = prompts[0].text
+    warm_budget = max(1, min(max_new_tokens, limit - len(any_runner.encode(warm))))
     for name, runner in systems.items():
-        cold = runner.generate(prompts[0].text, max_new_tokens, sampling).stats
+        cold = runner.generate(warm, warm_budget, sampling).stats
         first[name] = {"ttft_ms": 1e3 * cold.ttft_s, "total_s": cold.total_s}
     records: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
     greedy_check = on_mismatch is not None and sampling.greedy
-    any_runner = next(iter(systems.values()))
-    limit = any_runner.meta.max_context
     for p in prompts:
         history = ""
         for n, ask in enumerate(p.turns, start=1):
@@ -221,8 +225,9 @@ def run_systems(
                                 got=got.token_ids,
                             )
                         )
-            reply = expected or next(iter(answers.values()))
-            history = text + reply.text + TURN_SEPARATOR
+            if isinstance(text, str):  # ids prompts have one turn and no history
+                reply = expected or next(iter(answers.values()))
+                history = text + reply.text + TURN_SEPARATOR
         if on_prompt is not None:
             on_prompt()
     return records, first

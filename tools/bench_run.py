@@ -16,7 +16,7 @@ from typing import Any
 from tqdm import tqdm
 
 from etspec.errors import EtspecError
-from etspec.files import write_atomically
+from etspec.files import check_output, write_atomically
 from etspec.runtime.loading import RunnerSpec, load_systems
 from etspec.runtime.runner import TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
@@ -86,9 +86,9 @@ def bench(req: BenchRequest) -> BenchOutcome | None:
     out, traces_out = req.json_out, req.traces_out
     if traces_out is not None and world > 1:
         traces_out = traces_out.with_name(f"{traces_out.stem}.rank{rank}{traces_out.suffix}")
-    for path in (out, traces_out):
-        if path is not None and path.exists() and not req.force:
-            raise EtspecError(f"{path} exists; pass --force to overwrite it")
+    for option, path in (("--json", out), ("--traces", traces_out)):
+        if path is not None:
+            check_output(path, req.force, option)
     spec = req.spec
     trees = tree_settings(req)
     req.sampling.check()

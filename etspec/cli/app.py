@@ -30,6 +30,14 @@ def user_errors(fn: F) -> F:
         except EtspecError as e:
             click.echo(f"error: {one_line(str(e))}", err=True)
             sys.exit(1)
+        except MemoryError:
+            # A size the user chose (a context, a tree, a batch of prompts) that this
+            # machine cannot hold: one line, not the allocator's traceback.
+            click.echo(
+                "error: out of memory; use a smaller --max-seq, tree or model, or free memory",
+                err=True,
+            )
+            sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
 

@@ -11,7 +11,7 @@ import click
 
 from etspec.cli.app import main, option, user_errors
 from etspec.cli.runner_options import check_tree_knobs, draft_windows, runner_options, runner_spec
-from etspec.contract import DEFAULT_MAX_NEW_TOKENS
+from etspec.contract import DEFAULT_MAX_NEW_TOKENS, SEED_MAX
 from etspec.errors import EtspecError
 
 
@@ -41,7 +41,9 @@ from etspec.errors import EtspecError
 @option("--temperature", default=0.0, show_default=True, type=float, help="0 is greedy.")
 @click.option("--top-k", default=0, show_default=True, type=int, help="0 disables.")
 @click.option("--top-p", default=1.0, show_default=True, type=float)
-@click.option("--seed", default=0, show_default=True, type=int, help="Sampling seed.")
+@click.option(
+    "--seed", default=0, show_default=True, type=click.IntRange(0, SEED_MAX), help="Sampling seed."
+)
 @click.option(
     "--json",
     "json_out",

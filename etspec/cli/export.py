@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from etspec.cli.app import (
     force_option,
     main,
     no_weight_cache_option,
+    one_line,
     option,
     user_errors,
     verbose_option,
@@ -40,7 +42,7 @@ def _parse_layers(value: str | None) -> tuple[int, ...] | None:
 
 @export.command("target")
 @click.argument("checkpoint_dir", type=click.Path(path_type=Path))
-@click.option("-o", "--output", required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path())
 @backend_option
 @dtype_option
 @option(
@@ -77,7 +79,7 @@ def _parse_layers(value: str | None) -> tuple[int, ...] | None:
 @user_errors
 def export_target_cmd(
     checkpoint_dir: Path,
-    output: Path,
+    output: str,
     backend: str,
     dtype: str,
     max_seq: int | None,
@@ -110,7 +112,7 @@ def export_target_cmd(
 @export.command("draft")
 @click.argument("draft_dir", type=click.Path(path_type=Path))
 @click.option("--target", "target_pte", required=True, type=click.Path(path_type=Path))
-@click.option("-o", "--output", required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path())
 @click.option(
     "--target-checkpoint",
     type=click.Path(path_type=Path),
@@ -132,7 +134,7 @@ def export_target_cmd(
 def export_draft_cmd(
     draft_dir: Path,
     target_pte: Path,
-    output: Path,
+    output: str,
     target_checkpoint: Path | None,
     backend: str,
     dtype: str,
@@ -155,11 +157,11 @@ def convert() -> None:
 
 @convert.command("gguf")
 @click.argument("gguf_file", type=click.Path(path_type=Path))
-@click.option("-o", "--output", required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", required=True, type=click.Path())
 @force_option
 @verbose_option
 @user_errors
-def convert_gguf_cmd(gguf_file: Path, output: Path, force: bool) -> None:
+def convert_gguf_cmd(gguf_file: Path, output: str, force: bool) -> None:
     """Write a llama.cpp GGUF file (gemma3) as config.json, model.safetensors (fp32,
     dequantized) and tokenizer.json. `etspec export target FILE.gguf` reads GGUF directly;
     the folder is for tools that want one (transformers, scripts/train_draft.py)."""
@@ -194,6 +196,7 @@ def inspect(pte: Path, as_json: bool, memory: bool, no_weight_cache: bool) -> No
         "methods": methods,
         "metadata": meta,
         "has_tokenizer": art.tokenizer_json() is not None,
+        "problems": art.problems(),
     }
     if memory:
         del art  # measure a fresh load, not one sharing this one's pages
@@ -208,6 +211,7 @@ def inspect(pte: Path, as_json: bool, memory: bool, no_weight_cache: bool) -> No
         }
     if as_json:
         click.echo(json.dumps(info, indent=2))
+        _exit_on_problems(info["problems"], quiet=True)
         return
     kind = meta["artifact_kind"]
     click.echo(f"{pte}  ({info['size_bytes'] / 1e6:.2f} MB, etspec {kind})")
@@ -230,6 +234,18 @@ def inspect(pte: Path, as_json: bool, memory: bool, no_weight_cache: bool) -> No
         for name, size in mem["load_steps_bytes"].items():
             if name not in meta and size > 0:
                 click.echo(f"  {name}: +{size / 1e6:.1f} MB")
+    _exit_on_problems(info["problems"], quiet=False)
+
+
+def _exit_on_problems(problems: list[str], quiet: bool) -> None:
+    """An artifact that would fail when used: each problem as an ``error:`` line (unless
+    the JSON already holds them), exit 1 so scripts notice."""
+    if not problems:
+        return
+    if not quiet:
+        for problem in problems:
+            click.echo(f"error: {one_line(problem)}", err=True)
+    sys.exit(1)
 
 
 def _layer_summary(meta: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ import click
 
 from etspec.cli.app import main, no_weight_cache_option, option, user_errors, verbose_option
 from etspec.cli.runner_options import check_tree_knobs, parse_ids, runner_options, runner_spec
-from etspec.contract import DEFAULT_MAX_NEW_TOKENS, message
+from etspec.contract import DEFAULT_MAX_NEW_TOKENS, SEED_MAX, message
 from etspec.errors import EtspecError
 
 
@@ -83,7 +83,12 @@ def _check_prompt_text(text: str) -> None:
 @option("--temperature", default=0.0, show_default=True, type=float, help="0 is greedy.")
 @click.option("--top-k", default=0, show_default=True, type=int, help="0 disables.")
 @click.option("--top-p", default=1.0, show_default=True, type=float)
-@click.option("--seed", default=None, type=int, help="Sampling seed (default: random).")
+@click.option(
+    "--seed",
+    default=None,
+    type=click.IntRange(0, SEED_MAX),
+    help="Sampling seed (default: random).",
+)
 @click.option(
     "--repetition-penalty",
     default=None,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from etspec.artifact import draft_target_ids
 from etspec.contract import (
     DRAFT_D2T,
     DRAFT_KV_BYTES,
@@ -31,7 +32,7 @@ from etspec.contract import (
     TargetMetadata,
     message,
 )
-from etspec.errors import ArtifactError, EtspecError
+from etspec.errors import EtspecError
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
 from etspec.runtime.speculative.draft_method import DraftMethod
@@ -62,17 +63,8 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         self.meta = meta
         self.window = window
         self.hidden_spec = meta.hidden_spec()
-        (d2t,) = program.constant(DRAFT_D2T)
-        d2t = torch.as_tensor(d2t, dtype=torch.long)
-        if d2t.shape != (meta.draft_vocab_size,):
-            raise ArtifactError(message("d2t_size", path=program.source))
-        # Draft id i is target id i + d2t[i].
-        self.target_ids = torch.arange(meta.draft_vocab_size) + d2t
+        self.target_ids = draft_target_ids(program.constant(DRAFT_D2T)[0], meta, program.source)
         self.target_id_of = self.target_ids.tolist()
-        if len(self.target_ids) and not (
-            int(self.target_ids.min()) >= 0 and int(self.target_ids.max()) < meta.target_vocab_size
-        ):
-            raise ArtifactError(message("d2t_range", path=program.source))
         self.geometry = DraftGeometry.of(meta, window)
         self.root = DraftRoot(torch.empty(0), torch.empty(0), 0)
 

@@ -12,6 +12,7 @@ not in them, as they are not in the Python systems' either.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import subprocess
 import tempfile
@@ -33,6 +34,24 @@ from etspec.tools.peers.base import OutsidePeer
 _STATS_FIELDS = {f.name for f in dataclasses.fields(GenerationStats) if not f.name.startswith("_")}
 
 
+@functools.lru_cache(maxsize=8)
+def check_runner(binary: Path) -> None:
+    """Refuse a ``--cpp-runner`` that is not the etspec runner (another program would be
+    fed our arguments and fail mid-run with its own words): it must answer ``--help`` with
+    the runner's usage line."""
+    fix = "build it with `bash runtime/cpp/build.sh` (build/cpp/etspec_runner)"
+    if not binary.is_file():
+        raise EtspecError(f"{binary}: no C++ runner there; {fix}")
+    try:
+        proc = subprocess.run(
+            [str(binary), "--help"], capture_output=True, text=True, errors="replace", timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise EtspecError(f"{binary} cannot be run as the C++ runner ({e}); {fix}") from None
+    if "usage: etspec_runner" not in proc.stdout + proc.stderr:
+        raise EtspecError(f"{binary} is not the etspec C++ runner; {fix}")
+
+
 class CppRunner(OutsidePeer):
     """One configuration of the binary: target-only, or speculative with ``tree_args``
     (``--tree chain --num-spec-tokens 3``, ``--tree static --static-tree N7``, ...)."""
@@ -48,10 +67,7 @@ class CppRunner(OutsidePeer):
     ) -> None:
         """``method_args``: the draft method's arguments (``DraftMethod.cpp_args``); none:
         target-only."""
-        if not binary.is_file():
-            raise EtspecError(
-                f"{binary}: no C++ runner there; build it with `bash runtime/cpp/build.sh`"
-            )
+        check_runner(binary)
         self.binary, self.target = binary, target
         self.method_args, self.tree_args = list(method_args), list(tree_args)
         self.kv_strategy = kv_strategy

@@ -31,6 +31,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fstream>
@@ -97,7 +98,12 @@ T number(const std::string& flag, const std::string& value) {
   std::istringstream in(value);
   T out{};
   in >> out;
-  if (in.fail() || !in.eof()) throw UsageError(flag + " takes a number, got '" + value + "'");
+  // istream reads "-1" into an unsigned type as its maximum: a negative seed is refused, as
+  // Python refuses it, rather than silently becoming 2^64 - 1.
+  const bool negative = std::is_unsigned_v<T> && value.find('-') != std::string::npos;
+  if (in.fail() || !in.eof() || negative) {
+    throw UsageError(flag + " takes a number, got '" + value + "'");
+  }
   return out;
 }
 
