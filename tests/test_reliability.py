@@ -644,6 +644,8 @@ PROCESS_CASES: list[tuple[str, list[str], int, str]] = [
      "{out_dir}/" + "x" * 300 + ".pte"], 1, "File name too long"),
     ("export --max-seq beyond training", ["export", "target", "{target_ckpt}", "-o",
      "{out_dir}/t.pte", "--max-seq", "100000"], 1, "exceeds the 512 tokens"),
+    ("chain length 0 under --tree auto", ["generate", "--target", "{target}", "--draft",
+     "{draft}", "--prompt-ids", "1,2", "--num-spec-tokens", "0"], 2, "--num-spec-tokens"),
     ("no command", [], 2, "no command given"),
 ]  # fmt: skip
 
@@ -688,8 +690,18 @@ def test_bad_input_in_a_real_process(process_files, name: str, args, code: int, 
     assert list(process_files["out_dir"].iterdir()) == [process_files["dangling"]]
 
 
-def test_cpp_refuses_a_negative_seed(files, runner_bin: Path) -> None:  # type: ignore[no-untyped-def]
-    """``istream`` reads "-1" into an unsigned seed as 2^64 - 1; the runner refuses it."""
-    line = _cpp_error(runner_bin, "--target", files["target"], "--prompt-ids", "1,2",
-                      "--temperature", "1", "--seed", "-1")  # fmt: skip
-    assert "--seed takes a number, got '-1'" in line
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        # istream reads "-1" into an unsigned seed as 2^64 - 1.
+        (["--temperature", "1", "--seed", "-1"], "--seed takes a number, got '-1'"),
+        # Under the default --tree auto no chain is built, so the length was never checked.
+        (["--num-spec-tokens", "0"], "--num-spec-tokens (chain length) must be at least 1"),
+    ],
+)
+def test_cpp_refuses_values_out_of_range_before_loading(
+    files, runner_bin: Path, args, words
+) -> None:  # type: ignore[no-untyped-def]
+    line = _cpp_error(runner_bin, "--target", files["target"], "--draft", files["draft"],
+                      "--prompt-ids", "1,2", *args)  # fmt: skip
+    assert words in line, line

@@ -96,7 +96,7 @@ def runner_options(fn: F) -> F:
             "--num-spec-tokens",
             default=DEFAULT_CHAIN_LENGTH,
             show_default=True,
-            type=int,
+            type=click.IntRange(min=1),
             help="Chain length (draft tokens per step).",
         ),
         click.option(

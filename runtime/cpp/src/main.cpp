@@ -261,6 +261,10 @@ int run(int argc, char** argv) {
   if (opt.count("--tree")) load.tree.mode = opt["--tree"];
   if (opt.count("--num-spec-tokens")) {
     load.tree.num_spec_tokens = number<int64_t>("--num-spec-tokens", opt["--num-spec-tokens"]);
+    // Checked here, not only where a chain is built: under --tree auto it would be ignored.
+    if (load.tree.num_spec_tokens < 1) {
+      throw UsageError(etspec::message("chain_length", {{"value", opt["--num-spec-tokens"]}}));
+    }
   }
   if (opt.count("--static-tree")) load.tree.static_tree = opt["--static-tree"];
   // Dynamic-tree knobs (EAGLE's --depth counts expansion passes, SGLang's --num-steps levels).
