@@ -488,3 +488,25 @@ def test_inspect_reports_an_artifact_s_problems(originals, tmp_path: Path, monke
     assert line.startswith("error: the artifact's tokenizer cannot be read"), line
     res = CliRunner().invoke(main, ["inspect", "--json", str(out)])
     assert res.exit_code == 1 and json.loads(res.stdout)["problems"] == [line[len("error: ") :]]
+
+
+def test_an_export_that_cannot_fit_is_refused_before_lowering(
+    originals, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A full filesystem is found from the weights' size before lowering starts (it was an
+    OSError traceback after the whole lowering)."""
+    import shutil as shutil_module
+
+    from etspec.export import lowering
+    from etspec.export.export_target import export_target
+
+    real = shutil_module.disk_usage
+    monkeypatch.setattr(lowering.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
+    lowered = []
+    monkeypatch.setattr(lowering, "_lower", lambda *a, **k: lowered.append(1))
+    out = tmp_path / "t.pte"
+    with pytest.raises(
+        EtspecError, match=r"not enough space for .*t\.pte: the artifact needs at least"
+    ):
+        export_target(originals["target"], out, OPTS)
+    assert not lowered and not out.exists() and list(tmp_path.iterdir()) == []
