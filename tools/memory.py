@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from etspec import logs
-from etspec.artifact import check_artifact, executorch_runtime
+from etspec.artifact import executorch_runtime, read_artifact
 from etspec.runtime.stats import current_rss_bytes
 from etspec.runtime.xnnpack import default_weight_cache, set_weight_cache
 
@@ -14,15 +14,17 @@ from etspec.runtime.xnnpack import default_weight_cache, set_weight_cache
 def loaded_memory(path: str | Path, weight_cache: bool | None = None) -> dict[str, int]:
     """Resident bytes each step of loading ``path`` adds: the program, then every method in
     turn (without XNNPACK's weight cache each method packs its own copy of the weights, so
-    this is what the method set costs). Loads a fresh copy of the program; run it in a
-    process of its own for numbers that are not shared with programs loaded before."""
-    check_artifact(path)
+    this is what the method set costs). Loads a fresh copy of the program the way the
+    runtime does (``artifact.read_artifact``: the file's bytes read once and checked, so the
+    program step includes them); run it in a process of its own for numbers that are not
+    shared with programs loaded before."""
     out: dict[str, int] = {}
     with logs.quiet(native=True):
         runtime = executorch_runtime()
         set_weight_cache(default_weight_cache() if weight_cache is None else weight_cache)
         before = current_rss_bytes()
-        program = runtime.load_program(Path(path))
+        _, data = read_artifact(path)
+        program = runtime.load_program(data)
         out["program"] = current_rss_bytes() - before
         methods = []
         for name in sorted(program.method_names):
