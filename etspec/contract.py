@@ -25,9 +25,10 @@ from etspec.errors import ArtifactError, MetadataMismatchError
 
 # 2: draft_extend per verify width; 3: integrity trailer; 4: layer types; 5: every attending
 # method takes a mask of dynamic width (the slots it attends)
+FORMAT_VERSION = 6
+
 #: The largest sampling seed: seeds are unsigned 64-bit, as torch and the C++ runner read them.
 SEED_MAX = (1 << 64) - 1
-FORMAT_VERSION = 6
 
 # Export appends a trailer to the ExecuTorch program: SHA-256 of the program bytes, their
 # length (u64 little-endian), then TRAILER_MAGIC, so the file ends with the magic. Runtimes

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from etspec.artifact import open_artifact
 from etspec.contract import DraftMetadata, TargetMetadata
-from etspec.export.lowering import check_options, check_output, lower_to_file
+from etspec.export.lowering import check_options, lower_to_file
+from etspec.files import check_output
 from etspec.models.build import (
     DraftExportOptions,
     build_draft,

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from etspec.contract import TOKENIZER_JSON, TargetMetadata
-from etspec.export.lowering import as_uint8, check_options, check_output, lower_to_file
+from etspec.export.lowering import as_uint8, check_options, lower_to_file
+from etspec.files import check_output
 from etspec.models.build import (
     TargetExportOptions,
     build_assistant,

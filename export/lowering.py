@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 import torch
 from tqdm import tqdm
 
-from etspec import files, logs
+from etspec import logs
 from etspec.artifact import seal, trailer
 from etspec.contract import BACKENDS, DTYPES
 from etspec.errors import ExportError
@@ -33,12 +33,6 @@ def check_options(backend: str, dtype: str) -> None:
         raise ExportError(
             f"--dtype {dtype} needs --backend xnnpack (portable has no quantized kernels)"
         )
-
-
-def check_output(path: str | Path, force: bool) -> Path:
-    """Refuse to overwrite a user's file unless asked; fail before any work on a folder the
-    artifact cannot be written into (``files.check_output``)."""
-    return files.check_output(path, force, "-o")
 
 
 def check_space(path: Path, need: int) -> None:

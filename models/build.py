@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from etspec.artifact import sha256_hex
+from etspec.artifact import draft_target_ids, sha256_hex
 from etspec.contract import (
     DEFAULT_MAX_SEQ,
     DRAFT_D2T,
@@ -24,7 +24,7 @@ from etspec.contract import (
     check_pair,
     default_eagle3_layers,
 )
-from etspec.errors import CheckpointError, ExportError, MetadataMismatchError
+from etspec.errors import ArtifactError, CheckpointError, ExportError, MetadataMismatchError
 from etspec.models.checkpoint import load_state_dict, read_config, read_tokenizer_json
 from etspec.models.eagle3 import Eagle3Draft
 from etspec.models.gemma4_assistant import Gemma4Assistant, assistant_hidden_spec
@@ -285,12 +285,13 @@ def draft_program(
     check_pair(target, meta)
     # Draft id i proposes target id i + d2t[i]: every one must exist in the target, or the
     # first verify indexes past the target's logits.
-    ids = torch.arange(model.cfg.draft_vocab_size) + model.d2t
-    if len(ids) and not 0 <= int(ids.min()) <= int(ids.max()) < target.vocab_size:
+    try:
+        draft_target_ids(model.d2t, meta, draft_checkpoint)
+    except ArtifactError:  # the runtime's words name a .pte; these name the checkpoint
         raise CheckpointError(
             f"{draft_checkpoint}: d2t maps draft ids outside the target's {target.vocab_size}-"
             "token vocabulary; this draft was trained for another target"
-        )
+        ) from None
     quantize(model, opts.dtype)
     methods = draft_methods(model, target.prefill_chunk, target.verify_widths, opts.step_width)
     return ProgramBuild(model, meta, methods, {DRAFT_D2T: model.d2t.clone()})
