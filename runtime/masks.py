@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
 import torch
 
 from etspec.contract import MASK_MIN, TargetMetadata, band_start, mask_width
@@ -63,10 +64,10 @@ class MaskLayout:
         if start + rows > self.max_context:  # pad rows past the context: scratch columns
             return self.causal(torch.arange(start, start + rows))
         width = self.width(start + rows)
-        mask = torch.full((rows, width), MASK_MIN)
+        mask = np.full((rows, width), MASK_MIN, dtype=np.float32)  # numpy: see kv_cache
         mask[:, :start] = 0.0
-        mask[:, start : start + rows] = _triangle(rows)
-        return mask
+        mask[:, start : start + rows] = _triangle(rows).numpy()
+        return torch.from_numpy(mask)
 
     def causal(self, positions: torch.Tensor) -> torch.Tensor:
         """Causal mask of rows at ``positions`` (slot == position), as narrow as they allow."""

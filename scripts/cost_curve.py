@@ -1,10 +1,11 @@
 """Per-call cost of a target artifact: decode and every verify width, at several contexts.
 
     python scripts/cost_curve.py --pte FILE.pte [--pte ...] [--context 64,512,2048]
-        [--repeats 20] [--json OUT.json] [--plot OUT.png]
+        [--repeats 100] [--json OUT.json] [--plot OUT.png]
 
-For each artifact and each context length L it times (median of ``--repeats`` calls, after
-a warm-up call) ``target_decode`` at position L and each compiled ``target_verify`` width K
+For each artifact and each context length L it times (median and 10th percentile of
+``--repeats`` rounds, each calling every method once in turn, after a warm-up call)
+``target_decode`` at position L and each compiled ``target_verify`` width K
 verifying a K-row chain rooted at L (position-overwrite slots, the masks the runtime
 builds), and reports milliseconds per call and ``t_verify(K) / t_decode``. Speculation
 pays when verifying K tokens costs about what decoding one does, so this curve is what the
@@ -28,14 +29,27 @@ import click
 import torch
 
 
-def _timed(program: Any, method: str, inputs: tuple[torch.Tensor, ...], repeats: int) -> float:
-    program.run(method, *inputs)  # warm-up: the first call of a shape re-plans it
-    times = []
+def _timed(
+    program: Any, calls: dict[str, tuple[str, tuple[torch.Tensor, ...]]], repeats: int
+) -> dict[str, dict[str, float]]:
+    """Milliseconds per call of each ``calls`` entry (name -> (method, inputs)): the median
+    and 10th percentile of ``repeats`` rounds that call every entry once in turn, so a drift
+    in machine speed hits every width alike."""
+    for method, inputs in calls.values():
+        program.run(method, *inputs)  # warm-up: the first call of a shape re-plans it
+    times: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        program.run(method, *inputs)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+        for name, (method, inputs) in calls.items():
+            t0 = time.perf_counter()
+            program.run(method, *inputs)
+            times[name].append(time.perf_counter() - t0)
+    return {
+        name: {
+            "median": statistics.median(t) * 1e3,
+            "p10": sorted(t)[len(t) // 10] * 1e3,
+        }
+        for name, t in times.items()
+    }
 
 
 def _chain_inputs(meta: Any, layout: Any, k: int, c: int) -> tuple[torch.Tensor, ...]:
@@ -78,15 +92,21 @@ def measure(path: Path, contexts: list[int], repeats: int) -> dict[str, Any]:
         position = torch.tensor([c])
         mask = layout.causal(position)
         inputs = (torch.zeros(1, dtype=torch.long), position, mask, *layout.band(c, mask.shape[-1]))
-        decode = _timed(program, TARGET_DECODE, inputs, repeats)
-        row: dict[str, Any] = {"decode_ms": decode, "verify_ms": {}, "verify_over_decode": {}}
+        calls = {"decode": (TARGET_DECODE, inputs)}
         for k in meta.verify_widths:
-            t = _timed(program, meta.verify_method(k), _chain_inputs(meta, layout, k, c), repeats)
-            row["verify_ms"][str(k)] = t
-            row["verify_over_decode"][str(k)] = t / decode
+            calls[str(k)] = (meta.verify_method(k), _chain_inputs(meta, layout, k, c))
+        ms = _timed(program, calls, repeats)
+        decode = ms.pop("decode")
+        row: dict[str, Any] = {
+            "decode_ms": decode["median"],
+            "decode_p10_ms": decode["p10"],
+            "verify_ms": {k: v["median"] for k, v in ms.items()},
+            "verify_p10_ms": {k: v["p10"] for k, v in ms.items()},
+            "verify_over_decode": {k: v["median"] / decode["median"] for k, v in ms.items()},
+        }
         out["contexts"][str(c)] = row
         ratios = " ".join(f"K={k}: {v:.2f}x" for k, v in row["verify_over_decode"].items())
-        click.echo(f"{path.name} L={c}: decode {decode:.2f} ms; {ratios}")
+        click.echo(f"{path.name} L={c}: decode {row['decode_ms']:.2f} ms; {ratios}")
     return out
 
 
@@ -113,7 +133,7 @@ def _plot(results: list[dict[str, Any]], path: Path) -> None:
 @click.command()
 @click.option("--pte", "ptes", multiple=True, required=True, type=click.Path(exists=True))
 @click.option("--context", default="64,512", show_default=True, help="Context lengths L.")
-@click.option("--repeats", default=20, show_default=True)
+@click.option("--repeats", default=100, show_default=True)
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write results.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write a PNG of the curves.")
 def main(

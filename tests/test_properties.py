@@ -17,7 +17,7 @@ from test_tree import bfs_trees, brute_ancestors
 
 from etspec.contract import MASK_MIN, TARGET_COMMIT, TARGET_DECODE, TargetMetadata
 from etspec.runtime.masks import MaskLayout
-from etspec.runtime.sampling import Sampler, SamplingConfig, SamplingError
+from etspec.runtime.sampling import Sampler, SamplingConfig, SamplingError, greedy_id, greedy_ids
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.kv_cache import SpecKVCacheManager
 from etspec.runtime.speculative.shapes import ChainShape
@@ -269,3 +269,25 @@ def test_causal_rows_is_the_causal_mask_of_those_positions(
     layout = MaskLayout(max_context, max_context + scratch)
     want = layout.causal(torch.arange(start, start + rows))
     assert torch.equal(layout.causal_rows(start, rows), want)
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from([0.0, 1.0, -1.0, 2.5, float("inf"), float("-inf"), float("nan")]),
+            min_size=5,
+            max_size=5,
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    st.sampled_from([torch.float32, torch.float16, torch.bfloat16]),
+)
+def test_greedy_ids_answer_what_torch_argmax_does(rows: list[list[float]], dtype) -> None:  # type: ignore[no-untyped-def]
+    """The hot path's argmax (numpy for CPU float32/16, torch otherwise) gives torch.argmax's
+    index on ties (the first), with NaN counted as the largest and all -inf rows."""
+    logits = torch.tensor(rows, dtype=dtype)
+    assert greedy_ids(logits) == logits.argmax(-1).tolist()
+    assert greedy_id(logits[0]) == int(logits[0].argmax())
+    assert greedy_id(logits[:1]) == int(logits[0].argmax())

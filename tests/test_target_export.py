@@ -283,3 +283,32 @@ def test_default_context_is_the_trained_one_capped() -> None:
     assert default_context({"max_position_embeddings": 32768}) == DEFAULT_MAX_SEQ == 4096
     assert default_context({"max_position_embeddings": 512}) == 512
     assert default_context({}) == DEFAULT_MAX_SEQ
+
+
+def test_a_large_tied_table_is_stored_once_a_small_one_packed(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Above ``TIED_TABLE_SHARED_ABOVE`` a tied fp32 table is one constant that the lookup
+    and the lm_head (outside the delegate) both read; at or below it the delegate packs the
+    lm_head's copy. Both files compute transformers' logits; the shared one is smaller by
+    about the table."""
+    import etspec.models.build as build
+    from etspec.export.export_target import export_target
+
+    ckpt = tmp_path / "tied"
+    hf = make_hf_target("mistral_tied", ckpt, num_hidden_layers=2)
+    opts = TargetExportOptions(
+        backend="xnnpack", max_seq=32, prefill_chunk=8, verify_width=2, hidden_layers=(1, 2)
+    )
+    table = hf.config.vocab_size * hf.config.hidden_size * 4
+    sizes = {}
+    for shared_above in (table, table - 1):  # packed, then stored once
+        monkeypatch.setattr(build, "TIED_TABLE_SHARED_ABOVE", shared_above)
+        pte = tmp_path / f"t{shared_above}.pte"
+        export_target(ckpt, pte, opts)
+        sizes[shared_above] = pte.stat().st_size
+        prog = PteProgram.load(pte)
+        prog.run(TARGET_RESET)
+        seq = torch.arange(11) % hf.config.vocab_size
+        res = prefill_target(prog, seq)
+        assert max_diff(res.logits[0], hf_forward(hf, seq).logits[0, -1]) < TOL
+    saved = sizes[table] - sizes[table - 1]
+    assert 0.9 * table <= saved <= 1.1 * table, (saved, table)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from etspec.artifact import draft_target_ids
@@ -181,7 +182,10 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         geo = self.geometry
         rows = len(acceptance.tokens)
         e = self.meta.extend_width_for(rows)  # the narrowest extend that holds them
-        ids = torch.tensor([*acceptance.tokens[1:], acceptance.next_token] + [0] * (e - rows))
+        ids_np = np.zeros(e, dtype=np.int64)  # numpy: no torch op per step (kv_cache)
+        ids_np[: rows - 1] = acceptance.tokens[1:]
+        ids_np[rows - 1] = acceptance.next_token
+        ids = torch.from_numpy(ids_np)
         states = hidden
         if rows < e:
             states = torch.zeros(e, hidden.shape[-1])

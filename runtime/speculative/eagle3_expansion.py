@@ -4,9 +4,11 @@ itself (``Eagle3Expansion``, the ``Expander`` every tree shape drives)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from etspec.contract import DRAFT_STEP, MASK_MIN, DraftMetadata, message
@@ -47,9 +49,10 @@ class DraftGeometry:
             ),
         )
 
-    @property
+    @functools.cached_property
     def scratch(self) -> int:
-        """Draft cache slots past the context, where tree nodes are fed."""
+        """Draft cache slots past the context, where tree nodes are fed (read once: every
+        link checks it, and ``len`` of a tensor is a few microseconds)."""
         return len(self.scratch_slots)
 
     def causal_rows(self, start: int, rows: int) -> torch.Tensor:
@@ -116,20 +119,39 @@ class Eagle3Expansion:
         self.calls = 0
         self._fed = 0  # handles fed so far (handle h > 0 sits in scratch slot h - 1)
         self._depth = [0]
-        scratch = geometry.scratch
-        handles = scratch + 1
-        self._states = torch.empty(handles, root.state.shape[-1])
-        self._states[0] = root.state[0]
-        # Scratch columns each handle's children see (the handle's ancestors and itself).
-        self._seen = torch.full((handles, scratch), MASK_MIN)
+        self._root_state = root.state
+        # Per handle: output state, and the scratch columns its children see (its ancestors
+        # and itself). Made by the first tree level (``_tables``): a chain from the root
+        # never reads them.
+        self._states = torch.empty(0)
+        self._seen = torch.empty(0)
         width = geometry.layout.width(root.position)
         self._committed_cols = geometry.layout.committed(width)
-        self._mask = torch.full((geometry.meta.step_width, width), MASK_MIN)
-        self._mask[:, : root.position] = 0.0  # the committed prefix, the same for every call
+        w = geometry.meta.step_width
+        # Host-side arrays are built in numpy and handed over with ``torch.from_numpy`` (no
+        # copy): a numpy op costs ~1 us, a torch op 5-15 us right after a program call.
+        mask = np.full((w, width), MASK_MIN, dtype=np.float32)
+        mask[:, : root.position] = 0.0  # the committed prefix, the same for every call
+        self._mask = torch.from_numpy(mask)
         # A chain in progress: the links fed since the last level call, each the child of
         # the one before (``_link``), and the mask and output states of the last one.
         self._line: list[tuple[int, torch.Tensor]] = []  # (handle, its call's states)
         self._line_io: tuple[torch.Tensor, torch.Tensor] | None = None
+        # A link's token, position and mask inputs, written through numpy views.
+        self._link_ids_np = np.zeros(w, dtype=np.int64)
+        self._link_positions_np = np.empty(w, dtype=np.int64)
+        self._link_ids = torch.from_numpy(self._link_ids_np)
+        self._link_positions = torch.from_numpy(self._link_positions_np)
+        self._link_mask_np = mask  # rebound to each line's own mask
+
+    def _tables(self) -> None:
+        """Make the per-handle tables a tree level reads (once per proposal)."""
+        if self._states.numel():
+            return
+        handles = self.geometry.scratch + 1
+        self._states = torch.empty(handles, self._root_state.shape[-1])
+        self._states[0] = self._root_state[0]
+        self._seen = torch.full((handles, self.geometry.scratch), MASK_MIN)
 
     def root(self) -> torch.Tensor:
         return self.root_logits
@@ -153,20 +175,22 @@ class Eagle3Expansion:
         if first + w > geo.scratch:
             raise EtspecError(message("scratch_exhausted", scratch=geo.scratch))
         if self._line_io is None:
-            mask = self._mask.clone()
-            mask[:, ctx:] = self._seen[parent]  # the parent's ancestors
-            states = self._states[parent].expand(w, -1).contiguous()
+            self._link_mask_np = self._mask.numpy().copy()
+            mask = torch.from_numpy(self._link_mask_np)
+            if parent:  # the root's children see no scratch column: the mask as it is
+                self._tables()
+                mask[:, ctx:] = self._seen[parent]  # the parent's ancestors
+                states = self._states[parent].expand(w, -1).contiguous()
+            else:
+                states = self._root_state.expand(w, -1).contiguous()
         else:
             mask, states = self._line_io
-        mask[:, ctx + first] = 0.0  # every row sees the new node's slot
+        self._link_mask_np[:, ctx + first] = 0.0  # every row sees the new node's slot
         depth = self._depth[parent]
+        self._link_ids_np[0] = token  # pad rows stay token 0
+        self._link_positions_np.fill(self.position + depth)
         logits, hidden = self.program.run(
-            DRAFT_STEP,
-            torch.tensor([token] + [0] * (w - 1)),
-            states,
-            torch.full((w,), self.position + depth),
-            geo.step_slots[first],
-            mask,
+            DRAFT_STEP, self._link_ids, states, self._link_positions, geo.step_slots[first], mask
         )
         self.calls += 1
         self._fed += 1
@@ -180,6 +204,7 @@ class Eagle3Expansion:
         the first link's parent's, then one more slot per link)."""
         if not self._line:
             return
+        self._tables()
         first = self._line[0][0]
         seen = self._seen[first - 1].clone()  # a line starts from the node fed before it
         for handle, hidden in self._line:
@@ -191,6 +216,7 @@ class Eagle3Expansion:
     def _level(self, parents: Sequence[int], tokens: Sequence[int]) -> torch.Tensor:
         """Feed any nodes (a tree level): each row's mask is its parent's columns plus
         its own slot, its state its parent's output state."""
+        self._tables()
         geo = self.geometry
         w, pos, ctx, scratch = geo.meta.step_width, self.position, self._committed_cols, geo.scratch
         rows = geo.step_rows

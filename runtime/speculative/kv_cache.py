@@ -26,6 +26,7 @@ proposal of nothing runs ``target_decode``.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from etspec.contract import (
@@ -75,12 +76,13 @@ class SpecKVCacheManager:
         self.max_context = meta.max_context
         self.cache_size = meta.cache_size
         self._rows = torch.arange(meta.verify_width)
+        self._rows_np = self._rows.numpy()
         self._layout = MaskLayout.of(meta)
         self._slots = torch.empty(0, dtype=torch.long)
         self._base = -1  # the last verify's first slot (``_slots[0]``)
         # Per (tree structure, verify width): the mask block and positions of an in-place
         # verify. A few shapes repeat (a policy's candidates), so this stays small.
-        self._templates: dict[tuple[tuple[int, ...], int], tuple[torch.Tensor, torch.Tensor]] = {}
+        self._templates: dict[tuple[tuple[int, ...], int], tuple[np.ndarray, np.ndarray]] = {}
         # The reference program checks the invariant after every step against its live cache.
         self._cache = program.cache_tensors() if program.reference else []
         self._snapshot: list[torch.Tensor] = []
@@ -129,19 +131,29 @@ class SpecKVCacheManager:
 
     def _in_place_inputs(self, tree: DraftTree, k: int) -> tuple[str, tuple[torch.Tensor, ...]]:
         """``verify_inputs`` of an unpadded tree verified in its own slots ``c..c+k-1``
-        (position-overwrite): the same tensors from a per-shape template, in a few ops."""
+        (position-overwrite): the same tensors from a per-shape template, built in numpy
+        (a few array ops of ~1 us each, where torch ops cost 5-15 us right after a program
+        call; ``scripts/profile_step.py``)."""
         c, m1 = self.committed, tree.capacity + 1
         block, offsets = self._template(tree, k)
         width = self._layout.width(c + k)
-        mask = torch.full((k, width), MASK_MIN)
+        mask = np.full((k, width), MASK_MIN, dtype=np.float32)
         mask[:m1, :c] = 0.0
         mask[:, c : c + k] = block
-        tokens = torch.tensor(tree.token_list + [0] * (k - m1))
-        self._slots, self._base = c + self._rows, c
+        tokens = np.zeros(k, dtype=np.int64)
+        tokens[:m1] = tree.token_list
+        slots = torch.from_numpy(c + self._rows_np[:k])
+        self._slots, self._base = torch.from_numpy(c + self._rows_np), c
         band = self._layout.band(c, width)
-        return self.meta.verify_method(k), (tokens, c + offsets, self._slots[:k], mask, *band)
+        return self.meta.verify_method(k), (
+            torch.from_numpy(tokens),
+            torch.from_numpy(c + offsets),
+            slots,
+            torch.from_numpy(mask),
+            *band,
+        )
 
-    def _template(self, tree: DraftTree, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _template(self, tree: DraftTree, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``[k, k]`` mask block over a tree's own slots (tree rows see their ancestors,
         the rows after the tree only themselves) and each row's position offset."""
         key = (tree.parent_list, k)
@@ -152,7 +164,7 @@ class SpecKVCacheManager:
             block[:m1, :m1] = torch.where(tree.mask, 0.0, MASK_MIN)
             block[range(m1, k), range(m1, k)] = 0.0
             offsets = torch.cat((tree.depth, m1 + self._rows[: k - m1]))
-            hit = self._templates[key] = (block, offsets)
+            hit = self._templates[key] = (block.numpy(), offsets.numpy())
         return hit
 
     def commit(self, nodes: list[int]) -> int:

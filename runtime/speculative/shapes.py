@@ -21,7 +21,7 @@ import torch
 
 from etspec.contract import message
 from etspec.errors import EtspecError
-from etspec.runtime.sampling import Sampler
+from etspec.runtime.sampling import Sampler, greedy_id
 from etspec.runtime.speculative.draft_runner import Proposal
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ class ChainShape(TreeShape):
             if i:  # [1, Vd]: argmax and reshape read it as the row it is
                 logits = expander.expand([i - 1], [tokens[-1]])
             if sampler.greedy:
-                tokens.append(expander.target_id_of[int(logits.argmax())])
+                tokens.append(expander.target_id_of[greedy_id(logits)])
                 continue
             q_draft = sampler.probs(logits.reshape(1, -1))
             tokens.append(expander.target_id_of[int(sampler.draw(q_draft)[0])])

@@ -18,6 +18,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from etspec.errors import EtspecError
@@ -78,7 +79,8 @@ class DraftTree:
             raise TreeError(f"{len(tokens)} draft tokens but {len(parents)} parents")
         structure = tuple(int(p) for p in parents)
         token_list = [int(root), *(int(t) for t in tokens)]
-        tree = cls(torch.tensor(token_list, dtype=torch.long), *_shape(structure))
+        tokens_np = np.array(token_list, dtype=np.int64)  # numpy: no torch op per step
+        tree = cls(torch.from_numpy(tokens_np), *_shape(structure))
         # The cached properties, from what was given (every row of a built tree is valid).
         tree.__dict__.update(
             token_list=token_list,

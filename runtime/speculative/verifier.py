@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from etspec.runtime.sampling import Sampler
+from etspec.runtime.sampling import Sampler, greedy_ids
 from etspec.runtime.speculative.tree import DraftTree
 
 
@@ -53,7 +53,7 @@ class Verifier:
         return self._sample(tree, sampler.target_probs(logits), draft_probs, sampler)
 
     def _greedy(self, tree: DraftTree, logits: torch.Tensor) -> Verdict:
-        best = logits.argmax(-1).tolist()  # the only host sync of a greedy step
+        best = greedy_ids(logits)  # the only host sync of a greedy step
         tokens = tree.token_list
         children = tree.children
         node, nodes = 0, [0]
