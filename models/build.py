@@ -217,20 +217,17 @@ def check_tokenizer(model: TargetModel, tokenizer: bytes | None) -> None:
 TIED_TABLE_SHARED_ABOVE = 64 * 2**20
 
 
-def tied_embedding(
-    model: TargetModel, opts: TargetExportOptions, shared_above: int | None = None
-) -> frozenset[str]:
+def tied_embedding(model: TargetModel, opts: TargetExportOptions) -> frozenset[str]:
     """The parameter names (as the method wrappers see them: ``model.``...) of a tied fp32
-    embedding larger than ``shared_above`` bytes (default ``TIED_TABLE_SHARED_ABOVE``),
-    whose lm_head then runs outside the XNNPACK delegate so that the file and memory hold
-    the matrix once (export/lowering.py, ``_xnnpack_partitioner``); empty for a smaller
-    table, which the delegate packs for its lm_head (speed for a few MB). Quantized exports
-    quantize the lm_head on its own; nothing is shared there."""
+    embedding larger than ``TIED_TABLE_SHARED_ABOVE`` bytes, whose lm_head then runs
+    outside the XNNPACK delegate so that the file and memory hold the matrix once
+    (export/lowering.py, ``_xnnpack_partitioner``); empty for a smaller table, which the
+    delegate packs for its lm_head (speed for a few MB). Quantized exports quantize the
+    lm_head on its own; nothing is shared there."""
     if opts.dtype != "fp32" or opts.backend != "xnnpack" or not model.cfg.tie_word_embeddings:
         return frozenset()
     table = model.embed_tokens.weight
-    limit = TIED_TABLE_SHARED_ABOVE if shared_above is None else shared_above
-    if table.numel() * table.element_size() <= limit:
+    if table.numel() * table.element_size() <= TIED_TABLE_SHARED_ABOVE:
         return frozenset()
     return frozenset({"model.embed_tokens.weight", "model.lm_head.weight"})
 

@@ -142,13 +142,13 @@ class SpecKVCacheManager:
         mask[:, c : c + k] = block
         tokens = np.zeros(k, dtype=np.int64)
         tokens[:m1] = tree.token_list
-        slots = torch.from_numpy(c + self._rows_np[:k])
-        self._slots, self._base = torch.from_numpy(c + self._rows_np), c
+        slots = c + self._rows_np
+        self._slots, self._base = torch.from_numpy(slots), c
         band = self._layout.band(c, width)
         return self.meta.verify_method(k), (
             torch.from_numpy(tokens),
             torch.from_numpy(c + offsets),
-            slots,
+            self._slots[:k],
             torch.from_numpy(mask),
             *band,
         )
