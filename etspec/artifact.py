@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import mmap
+import os
+import shutil
 import struct
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,34 +73,130 @@ def read_artifact(path: str | Path) -> tuple[Path, bytes]:
     """The bytes of ``path``, read once, after checking they are an intact etspec-exported
     program: the ExecuTorch header, the sizes it declares and the integrity trailer's
     SHA-256, all before ExecuTorch parses them. The C++ runner makes the same checks in the
-    same order, with the same messages.
+    same order, with the same messages."""
+    snap = Snapshot.take(path, private=False)
+    return snap.path, bytes(snap.data)
+
+
+class Snapshot:
+    """The checked bytes of an artifact, held where no other process can change them.
 
     The runtime loads these very bytes (``open_artifact``), not the file again: what was
     checked is what runs, and a file truncated or rewritten in place while it is loaded
-    (``cp`` over it) cannot take the process down with SIGBUS, as a mapping of it would.
+    (``cp`` over it) cannot take the process down with SIGBUS, as a mapping of the file
+    would. On Linux the bytes live in an anonymous in-memory file (``memfd``) that ExecuTorch
+    maps like a ``.pte``: once every method is loaded, the ranges it no longer maps (the
+    weights XNNPACK packed, then freed) are released (``release_unmapped``), as the C++
+    runner's mapping releases them. Elsewhere the bytes are held in memory whole.
     """
-    p = Path(path)
-    if not p.exists():
-        raise ArtifactError(message("no_file", path=p))
-    if not p.is_file():
-        raise ArtifactError(f"{p}: not a file")
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise ArtifactError(f"{p}: cannot read ({e.strerror})") from None
-    size, head = len(data), data[:_MIN_SIZE]
-    ident = head[_FLATBUFFER_ID]
-    if len(head) < _MIN_SIZE or not (ident[:2] == b"ET" and ident[2:].isdigit()):
-        raise ArtifactError(message("bad_header", path=p))
-    declared = _declared_size(head)
-    if declared is not None and size != declared and size < declared + TRAILER_SIZE:
-        raise ArtifactError(
-            message("truncated", path=p, size=size, expected=declared + TRAILER_SIZE)
-        )
-    if size < _MIN_SIZE + TRAILER_SIZE:
-        raise ArtifactError(message("no_trailer", path=p, expected=FORMAT_VERSION))
-    _check_trailer(p, data, declared)
-    return p, data
+
+    def __init__(self, path: Path, data: Any, fd: int | None) -> None:
+        self.path = path
+        self.data = data  # bytes, or a read-only mmap of the memfd
+        self.fd = fd
+
+    @classmethod
+    def take(cls, path: str | Path, private: bool = True) -> Snapshot:
+        p = Path(path)
+        if not p.exists():
+            raise ArtifactError(message("no_file", path=p))
+        if not p.is_file():
+            raise ArtifactError(f"{p}: not a file")
+        fd = None
+        try:
+            if private and hasattr(os, "memfd_create"):
+                fd = os.memfd_create(f"etspec:{p.name}", os.MFD_CLOEXEC)
+                with p.open("rb") as src, open(fd, "wb", closefd=False) as dst:
+                    shutil.copyfileobj(src, dst, 1 << 24)
+                size = os.fstat(fd).st_size
+                data: Any = mmap.mmap(fd, size, prot=mmap.PROT_READ) if size else b""
+            else:
+                data = p.read_bytes()
+        except OSError as e:
+            if fd is not None:
+                os.close(fd)
+            raise ArtifactError(f"{p}: cannot read ({e.strerror})") from None
+        snap = cls(p, data, fd)
+        try:
+            snap._check()
+        except ArtifactError:
+            snap.close()
+            raise
+        return snap
+
+    def _check(self) -> None:
+        p, data = self.path, self.data
+        size, head = len(data), bytes(data[:_MIN_SIZE])
+        ident = head[_FLATBUFFER_ID]
+        if len(head) < _MIN_SIZE or not (ident[:2] == b"ET" and ident[2:].isdigit()):
+            raise ArtifactError(message("bad_header", path=p))
+        declared = _declared_size(head)
+        if declared is not None and size != declared and size < declared + TRAILER_SIZE:
+            raise ArtifactError(
+                message("truncated", path=p, size=size, expected=declared + TRAILER_SIZE)
+            )
+        if size < _MIN_SIZE + TRAILER_SIZE:
+            raise ArtifactError(message("no_trailer", path=p, expected=FORMAT_VERSION))
+        _check_trailer(p, data, declared)
+
+    def source(self) -> Any:
+        """What ``Runtime.load_program`` loads: the memfd by path (ExecuTorch maps it, and
+        frees what it is done with), or the bytes."""
+        if self.fd is None:
+            return self.data
+        return f"/proc/self/fd/{self.fd}"
+
+    def loaded(self) -> None:
+        """The program has been loaded from ``source``: this snapshot's own view goes."""
+        if isinstance(self.data, mmap.mmap):
+            self.data.close()
+            self.data = b""
+
+    def release_unmapped(self) -> int:
+        """Frees every range of the memfd that nothing maps any more (call once every
+        method is loaded: later loads of a released range would read zeros); returns the
+        bytes released."""
+        if self.fd is None:
+            return 0
+        size = os.fstat(self.fd).st_size
+        keep = sorted(_mapped_ranges(os.fstat(self.fd).st_ino))
+        released, at = 0, 0
+        for start, end in [*keep, (size, size)]:
+            if start > at:
+                released += _punch_hole(self.fd, at, start - at)
+            at = max(at, end)
+        return released
+
+    def close(self) -> None:
+        if isinstance(self.data, mmap.mmap):
+            self.data.close()
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _mapped_ranges(inode: int) -> list[tuple[int, int]]:
+    """(file offset, end) of each mapping of the file with ``inode`` in this process."""
+    out = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) < 6 or int(fields[4]) != inode or "memfd:" not in line:
+                continue
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            offset = int(fields[2], 16)
+            out.append((offset, offset + hi - lo))
+    return out
+
+
+def _punch_hole(fd: int, offset: int, length: int) -> int:
+    """Frees ``length`` bytes at ``offset`` of ``fd`` (they read as zeros afterwards)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    punch_hole_keep_size = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+    return length if libc.fallocate(fd, punch_hole_keep_size, offset, length) == 0 else 0
 
 
 def _check_trailer(p: Path, data: bytes, declared: int | None) -> None:
@@ -121,6 +221,7 @@ class OpenedArtifact:
     path: Path
     program: Any  # executorch.runtime.Program
     metadata: TargetMetadata | DraftMetadata
+    snapshot: Snapshot | None = None  # the bytes the program runs from
 
     @property
     def kind(self) -> str:
@@ -209,14 +310,28 @@ def _run_constant(program: Any, name: str) -> list[Any]:
 
 def open_artifact(path: str | Path, expect: str | None = None) -> OpenedArtifact:
     """Load a ``.pte`` and read its metadata; ``expect`` is "target" or "draft" when known."""
-    p, data = read_artifact(path)
+    snap = Snapshot.take(path)
+    p = snap.path
     runtime = executorch_runtime()
     try:
         # The loader logs its diagnostics on stderr itself; ours is the one-line error.
         with logs.quiet(native=True):
-            program = runtime.load_program(data)
+            program = runtime.load_program(snap.source())
     except Exception as e:  # the loader raises bare RuntimeError/ValueError on bad files
+        snap.close()
         raise ArtifactError(message("cannot_load", path=p, error=e)) from None
+    snap.loaded()
+    try:
+        opened = _opened(p, program, expect, snap)
+    except Exception:
+        snap.close()
+        raise
+    # Our descriptor of the memfd goes with the artifact; the program holds its own.
+    weakref.finalize(opened, snap.close)
+    return opened
+
+
+def _opened(p: Path, program: Any, expect: str | None, snap: Snapshot) -> OpenedArtifact:
     try:
         (kind,) = _run_constant(program, ARTIFACT_KIND)
     except Exception:
@@ -232,7 +347,7 @@ def open_artifact(path: str | Path, expect: str | None = None) -> OpenedArtifact
         raise ArtifactError(message("no_version", path=p)) from None
     check_format(kind, int(version), str(p))
     metadata = classes[kind].read(lambda name: _run_constant(program, name))
-    return OpenedArtifact(p, program, metadata)  # type: ignore[arg-type]
+    return OpenedArtifact(p, program, metadata, snap)  # type: ignore[arg-type]
 
 
 def sha256_hex(data: bytes | None) -> str:

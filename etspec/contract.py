@@ -309,6 +309,14 @@ DEFAULT_RANK_ACCEPT = (0.7, 0.15, 0.06, 0.03)
 # Temperatures below this are greedy (vLLM's _SAMPLING_EPS): logits divided by a smaller
 # one overflow float32 (5e-324 is 0 as a float), and the distribution is one-hot anyway.
 SAMPLING_EPS = 1e-5
+# Top-p without a full sort: the kept tokens lie within the first threshold set {(logit -
+# max) / temperature >= -c} holding top_p of the mass, tried at these c in turn (the whole
+# vocabulary after the last). The set at 8 holds 0.95 of most rows; past 32 a 262k vocabulary
+# holds under 4e-9 of the mass, so the last step is almost never reached.
+TOP_P_CUTOFFS = (8.0, 16.0, 32.0)
+# A token whose (logit - max) / temperature is below this has no mass: its exp leaves
+# float32's normal range (the samplers keep the tokens above it only).
+EXP_UNDERFLOW = -87.0
 # Tree options and the one --tree mode each shapes: given with no such mode to run, they
 # would be ignored without a word, so both CLIs refuse them (``knob_needs_mode``).
 TREE_KNOB_MODES = (
@@ -323,6 +331,11 @@ DEFAULT_DYNAMIC_TOPK = 4
 # ``--tree auto`` (the dispatcher, runtime/speculative/dispatcher.py and its C++ twin):
 # acceptance decays with depth, so past this a longer chain only costs more (EAGLE's depth);
 AUTO_MAX_CHAIN = 7
+# ``--tree auto``'s step that drafts nothing: the target decodes one token, as without a
+# draft. It is a candidate whenever speculating costs more than it gains (sampling a base
+# model that does not repeat itself, a draft that rarely agrees), so auto is never slower
+# than target-only by more than what it spends finding that out.
+NO_DRAFT_SHAPE = "none"
 # the cost model's step time counts as this many measured steps of a shape;
 AUTO_TIME_PRIOR_STEPS = 4
 # and the costs are measured again at the first generation after this many steps (the first
@@ -713,7 +726,12 @@ def cpp_header() -> str:
         f"inline constexpr long kDefaultMaxNgram = {DEFAULT_MAX_NGRAM};",
         f"inline constexpr long kDefaultDynamicTopk = {DEFAULT_DYNAMIC_TOPK};",
         f"inline constexpr long kAutoMaxChain = {AUTO_MAX_CHAIN};",
+        f"inline constexpr const char* kNoDraftShape = {q(NO_DRAFT_SHAPE)};",
         f"inline constexpr double kSamplingEps = {SAMPLING_EPS!r};",
+        f"inline constexpr float kExpUnderflow = {EXP_UNDERFLOW!r}f;",
+        "inline constexpr double kTopPCutoffs[] = {"
+        + ", ".join(repr(c) for c in TOP_P_CUTOFFS)
+        + "};",
         f"inline constexpr double kAutoTimePriorSteps = {AUTO_TIME_PRIOR_STEPS};",
         f"inline constexpr long kAutoRemeasureAfter = {AUTO_REMEASURE_AFTER};",
         f"inline constexpr double kAutoSeededVerifyBase = {AUTO_SEEDED_VERIFY_BASE!r};",

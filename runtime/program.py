@@ -68,6 +68,7 @@ class PteProgram:
         self.source = str(artifact.path)
         self.lock = threading.Lock()
         self._methods: dict[str, Any] = {}
+        self.released_bytes = 0  # artifact bytes freed after loading (``Snapshot``)
 
     @classmethod
     def load(
@@ -89,6 +90,12 @@ class PteProgram:
         reset = TARGET_RESET if isinstance(program.metadata, TargetMetadata) else DRAFT_RESET
         if reset in program.method_names():
             program.run(reset)
+        # Every method is loaded: what the program no longer maps (weights XNNPACK packed)
+        # leaves memory, as in the C++ runner (``artifact.Snapshot``).
+        snapshot = program.artifact.snapshot
+        if snapshot is not None:
+            program.released_bytes = snapshot.release_unmapped()
+            snapshot.close()
         return program
 
     @property

@@ -3,6 +3,13 @@
 One ``Sampler`` turns raw logits into the distribution tokens are drawn from. Target-only
 decoding, the draft's proposals and the speculative verifier all go through it, so the
 distribution speculative sampling must reproduce is defined in exactly one place.
+
+``Sampler.probs`` states that distribution densely (the reference); the decode loop uses
+``Sampler.dist``, the same distribution as a ``TokenDist`` over only the tokens it can draw.
+At a 262k vocabulary every host pass over a row costs 0.05-0.2 ms and a full sort ~20 ms, so
+``dist`` makes a few vectorized passes (max, exp, sum, one threshold) into a reused buffer
+and sorts only the tokens top-p can keep; the verifier's rejections then work on those few
+hundred entries instead of the vocabulary (``scripts/bench_sampling.py``).
 """
 
 from __future__ import annotations
@@ -12,9 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+import numpy as np
 import torch
 
-from etspec.contract import SAMPLING_EPS, SEED_MAX, message
+from etspec.contract import EXP_UNDERFLOW, SAMPLING_EPS, SEED_MAX, TOP_P_CUTOFFS, message
 from etspec.errors import EtspecError
 
 
@@ -37,6 +45,76 @@ def greedy_id(logits: torch.Tensor) -> int:
     if _host_array(logits):
         return int(logits.detach().numpy().argmax())
     return int(logits.argmax())
+
+
+def _host_row(logits: torch.Tensor) -> np.ndarray:
+    """One row of logits as a float32 numpy array (a view for a CPU float32 row)."""
+    row = logits.detach().reshape(-1)
+    if row.device.type != "cpu" or row.dtype != torch.float32:
+        row = row.to("cpu", torch.float32)
+    return row.numpy()
+
+
+@dataclass(frozen=True)
+class TokenDist:
+    """A distribution over token ids held sparsely: the tokens that have mass and their
+    probabilities (``ids`` distinct, ``probs`` summing to 1, both ordered as made). Every
+    operation speculative sampling needs (a token's probability, the residual after a
+    rejection, a draw) costs O(len(ids)), not O(vocabulary)."""
+
+    ids: np.ndarray  # int64 [n]
+    probs: np.ndarray  # float64 [n]
+
+    def prob(self, token: int) -> float:
+        hit = np.flatnonzero(self.ids == token)
+        return float(self.probs[hit[0]]) if hit.size else 0.0
+
+    def at(self, ids: np.ndarray) -> np.ndarray:
+        """The probability of each of ``ids`` (0 where absent)."""
+        order = np.argsort(self.ids)
+        sorted_ids = self.ids[order]
+        pos = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+        hit = sorted_ids[pos] == ids
+        return np.where(hit, self.probs[order[pos]], 0.0)
+
+    def without(self, token: int) -> TokenDist | None:
+        """Renormalized without ``token``; None when nothing else has mass."""
+        keep = self.ids != token
+        return TokenDist._normalized(self.ids[keep], self.probs[keep])
+
+    def minus(self, q: TokenDist) -> TokenDist | None:
+        """Renormalized ``max(self - q, 0)``; None when nothing is left (self == q). Its
+        support is within this one's, so only these entries are visited."""
+        return TokenDist._normalized(self.ids, np.maximum(self.probs - q.at(self.ids), 0.0))
+
+    def draw(self, u: float) -> int:
+        """The token at quantile ``u`` in [0, 1) of the cumulative distribution."""
+        cum = np.cumsum(self.probs)
+        i = int(np.searchsorted(cum, u * cum[-1], side="right"))
+        return int(self.ids[min(i, len(self.ids) - 1)])
+
+    def dense(self, vocab: int) -> torch.Tensor:
+        """The distribution as a [vocab] tensor (for tests and reports)."""
+        out = torch.zeros(vocab, dtype=torch.float64)
+        out[torch.from_numpy(self.ids)] = torch.from_numpy(self.probs)
+        return out
+
+    def mapped(self, ids: np.ndarray) -> TokenDist:
+        """The same distribution with each id ``i`` renamed ``ids[i]`` (draft -> target)."""
+        return TokenDist(ids[self.ids], self.probs)
+
+    @staticmethod
+    def _normalized(ids: np.ndarray, weights: np.ndarray) -> TokenDist | None:
+        total = float(weights.sum())
+        if not total > 0:
+            return None
+        return TokenDist(ids, weights / total)
+
+
+# Top-p's candidate set is narrowed by bisection until it is this small (or for this many
+# rounds): sorting a few thousand entries costs less than another pass.
+_SORT_SIZE = 2048
+_BISECTIONS = 16
 
 
 class SamplingError(EtspecError):
@@ -127,11 +205,9 @@ class Sampler:
         config.check()
         self.config = config
         self.processors = tuple(processors)
-        self.generator = torch.Generator()
-        if config.seed is None:
-            self.generator.seed()
-        else:
-            self.generator.manual_seed(config.seed)
+        # numpy's PCG64: a draw costs ~0.3 us, where a torch generator op costs ~5 us.
+        self.rng = np.random.default_rng(config.seed)
+        self._buffer = np.empty(0, dtype=np.float32)  # dist's scratch, reused per row
 
     @property
     def greedy(self) -> bool:
@@ -151,32 +227,89 @@ class Sampler:
             scaled = scaled.masked_fill(scaled < kth, float("-inf"))
         probs = torch.softmax(scaled, dim=-1)
         if cfg.top_p < 1.0:
-            sorted_p, order = probs.sort(dim=-1, descending=True)
-            # Keep the smallest prefix whose mass reaches top_p (always at least one token).
+            sorted_p, order = probs.sort(dim=-1, descending=True, stable=True)
+            # Keep the smallest prefix whose mass reaches top_p (always at least one token;
+            # tied tokens in index order, as ``dist`` and the C++ runner keep them).
             drop = (sorted_p.cumsum(-1) - sorted_p) >= cfg.top_p
             sorted_p = sorted_p.masked_fill(drop, 0.0)
             probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
             probs = probs / probs.sum(-1, keepdim=True)
         return probs
 
-    def target_probs(self, logits: torch.Tensor) -> torch.Tensor:
-        """``probs`` of target logits, refusing rows nothing can be drawn from (NaN, or no
-        finite logit) with a clear error instead of a failure inside ``multinomial``."""
-        probs = self.probs(logits)
-        if not bool(torch.isfinite(probs).all()):
+    def dist(self, logits: torch.Tensor) -> TokenDist:
+        """``probs`` of one row of logits ([V] or [1, V]) as a ``TokenDist`` over the tokens
+        it gives mass to, computed without a pass over the vocabulary beyond a handful of
+        vectorized ones. Refuses a row nothing can be drawn from (a NaN or infinite logit,
+        or none finite) with a clear error."""
+        cfg = self.config
+        x = _host_row(logits)
+        top = x.max()  # NaN propagates through max: one check covers NaN and no finite logit
+        if not np.isfinite(top) or bool(np.isposinf(x).any()):
             raise SamplingError(message("target_logits_nan"))
-        return probs
+        if cfg.top_k and cfg.top_k < x.size:
+            # The k-th largest logit; ties with it are kept, as ``probs`` keeps them.
+            kth = np.partition(x, x.size - cfg.top_k)[x.size - cfg.top_k]
+            ids = np.flatnonzero(x >= kth)
+            gaps = (x[ids].astype(np.float64) - float(top)) / cfg.temperature
+            ids, gaps = ids[gaps > EXP_UNDERFLOW], gaps[gaps > EXP_UNDERFLOW]
+            weights = np.exp(gaps)
+            return self._top_p(ids, weights, float(weights.sum()))
+        if self._buffer.size != x.size:
+            self._buffer = np.empty_like(x)
+        gap = self._buffer  # (logit - max) / temperature, <= 0, in place: no allocation
+        np.subtract(x, top, out=gap)
+        gap *= np.float32(1.0 / cfg.temperature)
+        if cfg.top_p >= 1.0:
+            ids = np.flatnonzero(gap > EXP_UNDERFLOW)
+            return self._top_p(ids, np.exp(gap[ids].astype(np.float64)), 0.0)
+        total = float(np.exp(gap).sum(dtype=np.float64))
+        # The kept set is a prefix of the tokens by probability, so it lies within any
+        # threshold set {gap >= -c} holding at least top_p of the mass: find the first
+        # cutoff whose set does, narrow it by bisection while it is large (a pass over the
+        # set each time, far cheaper than sorting it), and sort only what is left.
+        need = cfg.top_p * total
+        low = 0.0
+        for cutoff in (*TOP_P_CUTOFFS, -EXP_UNDERFLOW):
+            inside = gap >= -cutoff if cutoff < -EXP_UNDERFLOW else gap > EXP_UNDERFLOW
+            ids = np.flatnonzero(inside)
+            weights = np.exp(gap[ids].astype(np.float64))
+            if weights.sum() >= need:
+                break
+            low = cutoff
+        high = min(cutoff, float(-gap[ids].min()))
+        for _ in range(_BISECTIONS):
+            if ids.size <= _SORT_SIZE:
+                break
+            mid = 0.5 * (low + high)
+            inner = gap[ids] >= -mid
+            if weights[inner].sum() >= need:
+                ids, weights, high = ids[inner], weights[inner], mid
+            else:
+                low = mid
+        return self._top_p(ids, weights, total)
 
-    def draw(self, probs: torch.Tensor) -> torch.Tensor:
-        """One token per row of ``probs`` [Q, V] -> [Q]."""
-        return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+    def _top_p(self, ids: np.ndarray, weights: np.ndarray, total: float) -> TokenDist:
+        """The smallest prefix of ``ids`` by weight whose mass reaches top_p of ``total``
+        (at least one token; ties in index order), normalized."""
+        if self.config.top_p < 1.0:
+            order = np.argsort(-weights, kind="stable")
+            ids, weights = ids[order], weights[order]
+            before = np.cumsum(weights) - weights
+            n = max(int(np.searchsorted(before, self.config.top_p * total, side="left")), 1)
+            ids, weights = ids[:n], weights[:n]
+        keep = weights > 0
+        ids, weights = ids[keep], weights[keep]
+        return TokenDist(ids, weights / weights.sum())
 
     def uniform(self) -> float:
-        return float(torch.rand((), generator=self.generator))
+        return float(self.rng.random())
+
+    def draw(self, dist: TokenDist) -> int:
+        return dist.draw(self.uniform())
 
     def pick(self, logits: torch.Tensor, history: Sequence[int] = ()) -> int:
         """The next token from one row of raw logits [1, V] (target-only decoding)."""
         logits = self.process(logits, history)
         if self.greedy:
             return greedy_id(logits)
-        return int(self.draw(self.target_probs(logits).reshape(1, -1))[0])
+        return self.draw(self.dist(logits))

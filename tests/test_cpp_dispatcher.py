@@ -25,7 +25,7 @@ def _python(req: dict) -> dict:  # type: ignore[type-arg]
     )
     c = req["costs"]
     costs = StepCosts({int(w): s for w, s in c["verify_s"].items()}, c["draft_step_s"],
-                      c["draft_extend_s"], c["step_width"])  # fmt: skip
+                      c["draft_extend_s"], c["step_width"], c["decode_s"])  # fmt: skip
     policy = AutoTree(auto_candidates(meta, req["branching"]), meta.verify_widths)  # type: ignore[arg-type]
     policy.use_costs(costs)
     chosen = []
@@ -59,6 +59,7 @@ def _scenario(seed: int, accept: float, widths: list[int], branching: bool) -> d
             "draft_step_s": 0.0006,
             "draft_extend_s": 0.0007,
             "step_width": 4,
+            "decode_s": 0.0018,
         },
         "depths": depths,
         "noise": [rng.uniform(-0.2, 0.6) for _ in depths],
@@ -73,6 +74,7 @@ def _scenario(seed: int, accept: float, widths: list[int], branching: bool) -> d
         (2, 0.75, [4, 8], False),
         (3, 0.3, [8, 16, 72], True),
         (4, 0.7, [4], True),
+        (5, 0.05, [4, 8, 16], False),  # a draft that rarely agrees: drafting nothing wins
     ],
 )
 def test_cpp_dispatcher_chooses_as_python(  # type: ignore[no-untyped-def]

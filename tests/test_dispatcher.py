@@ -16,7 +16,7 @@ from etspec.runtime.speculative.costs import StepCosts
 from etspec.runtime.speculative.dispatcher import AutoTree, DepthAcceptance
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.settings import TreeSettings, auto_candidates, parse_shape
-from etspec.runtime.speculative.shapes import ChainShape, StepOutcome, TreeShape
+from etspec.runtime.speculative.shapes import ChainShape, NoDraftShape, StepOutcome, TreeShape
 from etspec.runtime.speculative.static_tree import StaticTree
 
 WIDTHS = (4, 8, 16)
@@ -107,6 +107,33 @@ def test_auto_stays_within_5_percent_of_the_fastest_chain() -> None:
     assert clearly_worse and sum(used.get(n, 0) for n in clearly_worse) <= 0.02 * 3000
 
 
+def test_a_step_that_drafts_nothing_costs_a_decode() -> None:
+    costs = StepCosts({4: 1.0, 8: 1.5}, 0.2, 0.3, 4, decode_s=0.6)
+    assert costs.predict(NoDraftShape(), (4, 8)) == pytest.approx(0.6 + 0.3)
+    # Untimed, a decode is priced at the narrowest verify.
+    assert StepCosts({4: 1.0, 8: 1.5}).predict(NoDraftShape(), (4, 8)) == pytest.approx(1.0)
+    assert parse_shape("none").cost == NoDraftShape().cost
+
+
+@pytest.mark.parametrize(
+    ("rates", "speculates"),
+    [([0.1, 0.05, 0.02], False), ([0.8, 0.7, 0.6], True)],
+)
+def test_auto_stops_speculating_where_it_does_not_pay(rates: list[float], speculates: bool) -> None:
+    """A draft that rarely agrees (a sampled base model that does not repeat itself, with
+    prompt lookup): a step that drafts nothing, one decode at 0.6 s, beats every chain, and
+    auto settles on it within a few dozen steps; a draft that agrees keeps auto speculating."""
+    rng = random.Random(5)
+    costs = StepCosts({4: 1.0, 8: 1.5}, 0.0, 0.0, 4, decode_s=0.6)
+    shapes: list[TreeShape] = [NoDraftShape(), *(ChainShape(n) for n in (2, 3))]
+    policy = AutoTree(shapes, (4, 8), costs=costs)
+    draws = {s.name: _chain_sampler(rng, rates, s.cost.max_height) for s in shapes}
+    _run(policy, draws, 100)
+    used = _run(policy, draws, 400)
+    drafted_nothing = used.get("none", 0)
+    assert (drafted_nothing < 40) if speculates else (drafted_nothing > 360), used
+
+
 @pytest.mark.parametrize(("tree_accepts", "winner"), [(1, "chain3"), (2, "tree")])
 def test_auto_tries_both_and_picks_between_chain_and_tree(tree_accepts: int, winner: str) -> None:
     rng = random.Random(2)
@@ -162,7 +189,7 @@ def test_auto_candidates_follow_the_artifact() -> None:
         backend="xnnpack", tokenizer_sha256="", assistant="", assistant_step_width=0,
     )  # fmt: skip
     names = [s.name for s in auto_candidates(meta, branching=True)]
-    chains = [f"chain{n}" for n in range(2, 8)]
+    chains = ["none", *(f"chain{n}" for n in range(2, 8))]
     assert names == [*chains, "N3", "N15", "dynamic-d3k4t16"]
     assert all(s.cost.max_nodes + 1 <= 16 for s in auto_candidates(meta, True))
     assert [s.name for s in auto_candidates(meta, branching=False)] == chains

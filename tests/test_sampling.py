@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 import torch
 from helpers import pair_programs, runners
 
-from etspec.runtime.sampling import RepetitionPenalty, Sampler, SamplingConfig, SamplingError
+from etspec.runtime.sampling import (
+    RepetitionPenalty,
+    Sampler,
+    SamplingConfig,
+    SamplingError,
+    TokenDist,
+)
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 from etspec.runtime.speculative.static_tree import StaticTree
@@ -41,7 +48,7 @@ def chi_square_pvalue(counts: torch.Tensor, probs: torch.Tensor) -> float:
 class WrongCorrection(Verifier):
     """Resamples from p itself after a rejection: the classic mistake, biased toward q's picks."""
 
-    def residual(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    def residual(self, p: TokenDist, q: TokenDist | None, x: int) -> TokenDist:
         return p
 
 
@@ -68,6 +75,92 @@ def test_top_k_top_p_match_an_independent_implementation() -> None:
             torch.testing.assert_close(probs.double(), want, atol=1e-6, rtol=0)
 
 
+SETTINGS = [
+    (1.0, 0, 1.0), (0.8, 0, 0.95), (0.7, 40, 1.0), (0.9, 7, 0.5), (1.3, 0, 0.8),
+    (1.0, 0, 1e-6), (2.0, 0, 0.99), (0.6, 40, 0.9),
+]  # fmt: skip
+
+
+def _float64_reference(row: torch.Tensor, t: float, k: int, p: float) -> torch.Tensor:
+    """The sampler's definition computed independently in float64: temperature, the top-k
+    logits (ties kept), softmax, then the smallest prefix by probability (ties in index
+    order) whose mass reaches p, renormalized."""
+    z = row.double() / t
+    if k and k < len(z):
+        z = z.masked_fill(z < z.topk(k).values[-1], float("-inf"))
+    probs = torch.softmax(z, 0)
+    if p >= 1.0:
+        return probs
+    sorted_p, order = probs.sort(descending=True, stable=True)
+    drop = (sorted_p.cumsum(0) - sorted_p) >= p
+    want = torch.zeros_like(probs).scatter(0, order, sorted_p.masked_fill(drop, 0.0))
+    return want / want.sum()
+
+
+@pytest.mark.parametrize("vocab", [50, 262_144])
+@pytest.mark.parametrize("t, k, p", SETTINGS)
+def test_sparse_dist_is_the_sampler_distribution(vocab: int, t: float, k: int, p: float) -> None:
+    """``Sampler.dist`` (what the decode loop draws from) is the sampler's distribution on
+    peaked, flat and tied rows at a small and a Gemma-sized vocabulary, against float64
+    arithmetic: rounding may move at most one token across the top-p boundary (one of
+    probability < 1e-3), and every other probability agrees to 1e-4 relative."""
+    sampler = Sampler(SamplingConfig(t, k, p))
+    g = torch.Generator().manual_seed(vocab)
+    rows = [torch.randn(vocab, generator=g) * scale for scale in (0.5, 4.0, 20.0)]
+    rows.append(torch.randn(vocab, generator=g).round())  # many exact ties
+    tail = torch.full((vocab,), -30.0)
+    tail[:3] = torch.tensor([5.0, 4.0, float("-inf")])
+    rows.append(tail)  # two tokens and a long, light tail
+    for row in rows:
+        got = sampler.dist(row)
+        assert len(set(got.ids.tolist())) == len(got.ids)
+        assert abs(got.probs.sum() - 1) < 1e-9
+        dense = got.dense(vocab)
+        want = _float64_reference(row, t, k, p)
+        moved = (dense > 1e-30) != (want > 1e-30)
+        assert int(moved.sum()) <= 1 and float(torch.maximum(dense, want)[moved].sum()) < 1e-3
+        both = ~moved
+        torch.testing.assert_close(
+            dense[both] / dense[both].sum(), want[both] / want[both].sum(), atol=1e-12, rtol=1e-4
+        )
+
+
+def test_sparse_dist_refuses_rows_nothing_can_be_drawn_from() -> None:
+    sampler = Sampler(SamplingConfig(0.8, 0, 0.95))
+    for bad in (float("nan"), float("inf")):
+        row = torch.zeros(100)
+        row[17] = bad
+        with pytest.raises(SamplingError, match="target logits"):
+            sampler.dist(row)
+    with pytest.raises(SamplingError, match="target logits"):
+        sampler.dist(torch.full((100,), float("-inf")))
+
+
+def test_token_dist_operations_equal_dense_arithmetic() -> None:
+    g = torch.Generator().manual_seed(3)
+    p_dense = torch.softmax(torch.randn(30, generator=g).double(), 0)
+    q_dense = torch.softmax(torch.randn(30, generator=g).double() * 2, 0)
+    p_dense[[4, 9]] = 0  # p's support is smaller than q's
+    p_dense /= p_dense.sum()
+    keep = torch.nonzero(p_dense > 0).flatten()
+    order = keep[torch.randperm(len(keep), generator=g)]  # ids in no particular order
+    p = TokenDist(order.numpy(), p_dense[order].numpy())
+    q = TokenDist(np.arange(30)[::-1].copy(), q_dense.flip(0).numpy())
+    assert p.prob(4) == 0.0 and p.prob(7) == pytest.approx(float(p_dense[7]))
+    residual = (p_dense - q_dense).clamp_min(0)
+    torch.testing.assert_close(p.minus(q).dense(30), residual / residual.sum())
+    without = p_dense.clone()
+    without[7] = 0
+    torch.testing.assert_close(p.without(7).dense(30), without / without.sum())
+    assert p.minus(p) is None and TokenDist(np.array([3]), np.array([1.0])).without(3) is None
+    # Quantiles on an even grid draw each token in proportion to its probability.
+    n = 20_000
+    counts = torch.zeros(30, dtype=torch.float64)
+    for i in range(n):
+        counts[p.draw((i + 0.5) / n)] += 1
+    torch.testing.assert_close(counts / n, p_dense, atol=1.0 / n, rtol=0)
+
+
 @pytest.mark.parametrize(
     "cfg, message",
     [
@@ -92,13 +185,14 @@ def _verifier_samples(
     """First emitted token of a 2-token chain, many times, over fixed p and q."""
     g = torch.Generator().manual_seed(42)
     p_logits = torch.randn(3, V, generator=g) * 1.5
-    q = torch.softmax(torch.randn(2, V, generator=g) * 1.5, -1)
+    q_dense = torch.softmax(torch.randn(2, V, generator=g).double() * 1.5, -1)
+    q = [TokenDist(np.arange(V), row.numpy()) for row in q_dense]
     sampler = Sampler(SamplingConfig(temperature=1.0, seed=seed))
     p0 = sampler.probs(p_logits)[0]
     counts = torch.zeros(V)
     for _ in range(n):
-        d = sampler.draw(q)
-        tree = DraftTree.chain(0, d.tolist())
+        d = [sampler.draw(qi) for qi in q]
+        tree = DraftTree.chain(0, d)
         verdict = verifier.verify(tree, p_logits, sampler, q)
         first = int(tree.tokens[verdict.nodes[1]]) if verdict.accepted else verdict.next_token
         counts[first] += 1

@@ -258,12 +258,29 @@ def _run_turn(
                 "token_ids": result.token_ids,
                 "text": result.text,
                 "stop_reason": result.stop_reason,
+                "repeated_4grams": repeated_share(ids, result.token_ids),
                 **{k: v for k, v in st.to_dict().items() if k not in ("memory",)},
                 "peak_rss_bytes": st.memory.get("peak_rss_bytes", 0),
             }
         )
         results[name] = result
     return results
+
+
+def repeated_share(prompt: Sequence[int], new: Sequence[int], n: int = 4) -> float:
+    """How repetitive an output is: the share of its n-grams (each ending at a generated
+    token) that already occurred earlier in the prompt or the output. A base model's greedy
+    loop scores near 1 and so does a copy of the prompt: what prompt lookup predicts. Text
+    that does not repeat itself scores near 0."""
+    seq = [*prompt, *new]
+    seen = {tuple(seq[i : i + n]) for i in range(max(len(prompt) - n + 1, 0))}
+    repeated = total = 0
+    for end in range(max(len(prompt), n - 1) + 1, len(seq) + 1):
+        gram = tuple(seq[end - n : end])
+        total += 1
+        repeated += gram in seen
+        seen.add(gram)
+    return repeated / total if total else 0.0
 
 
 def shard(prompts: Sequence[Prompt], rank: int, world: int) -> list[Prompt]:
@@ -326,6 +343,7 @@ def summarize(
             "tokens_per_s": _dist(tps),
             "ttft_ms": _dist([1e3 * r["ttft_s"] for r in records]),
             "tpot_ms": _dist([1e3 * r["tpot_s"] for r in records]),
+            "repeated_4grams": _dist([r.get("repeated_4grams", 0.0) for r in records]),
         }
         if any(r["verify_calls"] for r in records):
             s["tpc"] = _dist([r["tpc"] for r in records])

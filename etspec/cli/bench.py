@@ -42,7 +42,12 @@ from etspec.errors import EtspecError
 @click.option("--top-k", default=0, show_default=True, type=int, help="0 disables.")
 @click.option("--top-p", default=1.0, show_default=True, type=float)
 @click.option(
-    "--seed", default=0, show_default=True, type=click.IntRange(0, SEED_MAX), help="Sampling seed."
+    "--seed",
+    default=None,
+    type=click.IntRange(0, SEED_MAX),
+    help="Sampling seed (default: random, as `etspec generate`). Seeded, sampled runs "
+    "repeat, and --tree auto then prices each request's steps with fixed costs instead of "
+    "measured ones, learning acceptance per request.",
 )
 @click.option(
     "--json",

@@ -20,6 +20,7 @@ from etspec.contract import (
     AUTO_SEEDED_VERIFY_PER_ROW,
     MASK_MIN,
     TARGET_COMMIT,
+    TARGET_DECODE,
     TargetMetadata,
 )
 from etspec.runtime.masks import MaskLayout
@@ -36,9 +37,14 @@ class StepCosts:
     draft_step_s: float = 0.0
     draft_extend_s: float = 0.0
     step_width: int = 1
+    decode_s: float = 0.0  # one target_decode (a step that drafts nothing)
 
     def predict(self, shape: TreeShape, widths: tuple[int, ...]) -> float:
         cost = shape.cost
+        if cost.max_nodes == 0:  # nothing to verify: a decode (the draft still follows)
+            # Untimed (no position to probe at), a decode costs at most the narrowest verify.
+            decode = self.decode_s or self.verify_s[min(widths)]
+            return decode + self.draft_extend_s
         width = next(w for w in widths if w >= cost.max_nodes + 1)
         calls = max(cost.levels, math.ceil(cost.fed_nodes / max(self.step_width, 1)))
         return self.verify_s[width] + calls * self.draft_step_s + self.draft_extend_s
@@ -52,6 +58,7 @@ def fixed_costs(widths: tuple[int, ...]) -> StepCosts:
         AUTO_SEEDED_DRAFT_CALL,
         AUTO_SEEDED_DRAFT_CALL,
         step_width=max(widths),
+        decode_s=AUTO_SEEDED_VERIFY_BASE + AUTO_SEEDED_VERIFY_PER_ROW,
     )
 
 
@@ -82,11 +89,24 @@ class CostProbe:
         mask[rows, layout.column_of(slots, columns)] = 0.0
         return rows % 2, rows, slots, mask, *layout.band(0, columns)
 
+    def decode_inputs(self, position: int, layout: MaskLayout) -> tuple[torch.Tensor, ...]:
+        """(token, position, mask, *band) of a decode at ``position``, the next slot to be
+        committed (so nothing committed is touched: the next step writes it again), with a
+        mask as wide as the scratch probes' but showing only its own slot."""
+        columns = layout.width(max(position + 1, min(self.context, layout.max_context)))
+        mask = torch.full((1, columns), MASK_MIN)
+        mask[0, position] = 0.0
+        return torch.tensor([1]), torch.tensor([position]), mask, *layout.band(position, columns)
+
 
 def measure_costs(
-    target: Program, draft: SpeculativeDraftRunner | None = None, probe: CostProbe | None = None
+    target: Program,
+    draft: SpeculativeDraftRunner | None = None,
+    probe: CostProbe | None = None,
+    position: int | None = None,
 ) -> StepCosts:
-    """Median wall time of each verify width and of the draft runner's own calls."""
+    """Median wall time of each verify width, of a decode at ``position`` (the next slot to
+    be committed; not timed without one) and of the draft runner's own calls."""
     probe = probe or CostProbe()
     meta = target.metadata
     assert isinstance(meta, TargetMetadata)
@@ -97,6 +117,8 @@ def measure_costs(
             for w in meta.verify_widths
         }
     )
+    if position is not None and position < meta.max_context:
+        costs.decode_s = probe.timed(target, TARGET_DECODE, *probe.decode_inputs(position, layout))
     # Load the commit too (copying scratch slots onto themselves): a tree's first commit
     # must not pay the method load inside a timed step.
     scratch = meta.max_context + torch.arange(meta.verify_width)

@@ -240,7 +240,7 @@ class AutoTree(TreePolicy):
         if self.costs is not None:
             extra = step.seconds - self.costs.predict(shape, self.widths)
             self._extra[isinstance(shape, ChainShape)].append(extra)
-        if isinstance(shape, ChainShape):
+        if isinstance(shape, ChainShape) and shape.length:  # drafting nothing teaches nothing
             self.chains.observe(step.height, step.accepted)
             self.chain_steps.add(step.emitted, step.seconds)
 

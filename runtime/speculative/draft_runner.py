@@ -16,7 +16,7 @@ import torch
 
 from etspec.contract import HiddenStateSpec, TargetMetadata
 from etspec.runtime.program import Program
-from etspec.runtime.sampling import Sampler
+from etspec.runtime.sampling import Sampler, TokenDist
 
 if TYPE_CHECKING:
     from etspec.runtime.speculative.costs import CostProbe
@@ -39,7 +39,7 @@ class Proposal:
     """Draft nodes ``1..M`` as a tree over the root (the last emitted token, node 0).
 
     ``parents[i-1]`` is node i's parent, in ``[0, i)``; a chain has ``parents = [0, 1, ...]``.
-    ``probs[i-1]`` is the target-vocabulary distribution node i was drawn from, for sampling
+    ``probs[i-1]`` is the distribution (target ids) node i was drawn from, for sampling
     verification; ``None`` means every node was a deterministic pick (a point mass: the
     verifier accepts token x with probability p(x) and removes it from p on rejection).
     ``calls`` counts draft model calls made.
@@ -47,11 +47,11 @@ class Proposal:
 
     tokens: list[int]
     parents: list[int]
-    probs: torch.Tensor | None = None
+    probs: list[TokenDist] | None = None
     calls: int = 0
 
     @classmethod
-    def chain(cls, tokens: list[int], probs: torch.Tensor | None = None, calls: int = 0):  # type: ignore[no-untyped-def]
+    def chain(cls, tokens: list[int], probs: list[TokenDist] | None = None, calls: int = 0):  # type: ignore[no-untyped-def]
         return cls(tokens, list(range(len(tokens))), probs, calls)
 
 

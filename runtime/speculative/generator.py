@@ -88,7 +88,7 @@ class SpeculativeTokenGenerator:
                 ctx.prompt, ctx.first_token, ctx.prefill.hidden if needs_hidden else None
             )
         if policy.needs_costs():  # --tree auto's cost model: timed once, before any step
-            policy.use_costs(measure_costs(ctx.target, draft))
+            policy.use_costs(measure_costs(ctx.target, draft, position=len(ctx.prompt)))
         kv = SpecKVCacheManager(ctx.target, self.kv_strategy, len(ctx.prompt))
         vocab = self.target.vocab_size
         root = ctx.first_token

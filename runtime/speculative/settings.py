@@ -10,6 +10,7 @@ from etspec.contract import (
     AUTO_MAX_CHAIN,
     DEFAULT_CHAIN_LENGTH,
     DEFAULT_DYNAMIC_TOPK,
+    NO_DRAFT_SHAPE,
     STATIC_TREE_MAX_NODES,
     TargetMetadata,
     default_dynamic_depth,
@@ -18,7 +19,7 @@ from etspec.contract import (
 from etspec.errors import EtspecError
 from etspec.runtime.speculative.dispatcher import AutoTree
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
-from etspec.runtime.speculative.shapes import ChainShape, TreePolicy, TreeShape
+from etspec.runtime.speculative.shapes import ChainShape, NoDraftShape, TreePolicy, TreeShape
 from etspec.runtime.speculative.static_tree import StaticTree
 
 TREE_MODES = ("chain", "static", "dynamic", "auto")
@@ -27,6 +28,8 @@ TREE_MODES = ("chain", "static", "dynamic", "auto")
 def parse_shape(name: str) -> TreeShape:
     """A fixed shape from the name stats and ``AutoTree.report()`` give it: ``chain3``,
     ``dynamic-d3k4t16``, or a static tree (``N7``, ``D3xBF2``)."""
+    if name == NO_DRAFT_SHAPE:
+        return NoDraftShape()
     chain = re.fullmatch(r"chain(\d+)", name)
     if chain:
         return ChainShape(int(chain.group(1)))
@@ -43,9 +46,9 @@ def default_dynamic(width: int, topk: int = DEFAULT_DYNAMIC_TOPK) -> DynamicTree
 
 
 def auto_candidates(target: TargetMetadata, branching: bool) -> list[TreeShape]:
-    """Chains of every length from 2 to ``AUTO_MAX_CHAIN`` that fit and, for drafts that
-    can branch, static and dynamic trees filling each width."""
-    shapes: dict[str, TreeShape] = {}
+    """The step that drafts nothing, chains of every length from 2 to ``AUTO_MAX_CHAIN`` that
+    fit and, for drafts that can branch, static and dynamic trees filling each width."""
+    shapes: dict[str, TreeShape] = {NO_DRAFT_SHAPE: NoDraftShape()}
     # Every chain length is cheap to consider: they pool their acceptance (DepthAcceptance).
     longest = min(target.verify_width - 1, AUTO_MAX_CHAIN)
     for n in range(min(2, longest), longest + 1):

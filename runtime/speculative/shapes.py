@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Protocol
 
 import torch
 
-from etspec.contract import message
+from etspec.contract import NO_DRAFT_SHAPE, message
 from etspec.errors import EtspecError
-from etspec.runtime.sampling import Sampler, greedy_id
+from etspec.runtime.sampling import Sampler, TokenDist, greedy_id
 from etspec.runtime.speculative.draft_runner import Proposal
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ class ChainShape(TreeShape):
     def grow(self, expander: Expander, max_height: int, sampler: Sampler) -> Proposal:
         n = min(self.length, max_height)
         tokens: list[int] = []
-        probs: list[torch.Tensor] = []
+        probs: list[TokenDist] = []
         logits = expander.root()
         for i in range(n):
             if i:  # [1, Vd]: argmax and reshape read it as the row it is
@@ -159,13 +159,25 @@ class ChainShape(TreeShape):
             if sampler.greedy:
                 tokens.append(expander.target_id_of[greedy_id(logits)])
                 continue
-            q_draft = sampler.probs(logits.reshape(1, -1))
-            tokens.append(expander.target_id_of[int(sampler.draw(q_draft)[0])])
-            probs.append(q_draft[0])
-        q = None
-        if probs:
-            # The verifier compares q with target-vocabulary p: scatter draft ids home.
-            draft_q = torch.stack(probs)
-            q = torch.zeros(len(probs), expander.vocab_size)
-            q[:, expander.target_ids] = draft_q
-        return Proposal.chain(tokens, q, expander.calls)
+            # The verifier compares q with the target's p: draft ids renamed to target ids.
+            q = sampler.dist(logits).mapped(expander.target_ids.numpy())
+            tokens.append(sampler.draw(q))
+            probs.append(q)
+        return Proposal.chain(tokens, probs or None, expander.calls)
+
+
+class NoDraftShape(ChainShape):
+    """A chain of nothing: the step decodes one token with the target alone (``--tree
+    auto``'s way not to speculate where speculating does not pay). A chain, so it shares the
+    chains' per-step overhead and emits exactly one token per step."""
+
+    def __init__(self) -> None:
+        self.length = 0
+        self.name = NO_DRAFT_SHAPE
+
+    @property
+    def cost(self) -> ShapeCost:
+        return ShapeCost(0, 0, 0, 0)
+
+    def grow(self, expander: Expander, max_height: int, sampler: Sampler) -> Proposal:
+        return Proposal([], [])

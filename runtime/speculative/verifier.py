@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from etspec.runtime.sampling import Sampler, greedy_ids
+from etspec.runtime.sampling import Sampler, TokenDist, greedy_ids
 from etspec.runtime.speculative.tree import DraftTree
 
 
@@ -43,14 +43,14 @@ class Verifier:
         tree: DraftTree,
         logits: torch.Tensor,
         sampler: Sampler,
-        draft_probs: torch.Tensor | None,
+        draft_probs: Sequence[TokenDist] | None,
         history: Sequence[int] = (),
     ) -> Verdict:
         """``logits[i]`` is the target's next-token logits after tree row i."""
         logits = sampler.process(logits, history)
         if sampler.greedy:
             return self._greedy(tree, logits)
-        return self._sample(tree, sampler.target_probs(logits), draft_probs, sampler)
+        return self._sample(tree, logits, draft_probs, sampler)
 
     def _greedy(self, tree: DraftTree, logits: torch.Tensor) -> Verdict:
         best = greedy_ids(logits)  # the only host sync of a greedy step
@@ -67,37 +67,35 @@ class Verifier:
     def _sample(
         self,
         tree: DraftTree,
-        probs: torch.Tensor,
-        draft_probs: torch.Tensor | None,
+        logits: torch.Tensor,
+        draft_probs: Sequence[TokenDist] | None,
         sampler: Sampler,
     ) -> Verdict:
+        # Only the rows on the walked path are turned into distributions (``Sampler.dist``:
+        # a few passes over the row, then work on the few tokens it keeps).
         tokens = tree.token_list
         children = tree.children
         node, nodes = 0, [0]
         while True:
-            p = probs[node]
+            p = sampler.dist(logits[node])
             accepted = None
             for c in children[node]:
                 x = tokens[c]
-                if draft_probs is None:  # a deterministic pick: all of q's mass on x
-                    q = torch.zeros_like(p)
-                    q[x] = 1.0
-                else:
-                    q = draft_probs[c - 1]
-                px, qx = float(p[x]), float(q[x])
+                q = None if draft_probs is None else draft_probs[c - 1]
+                px = p.prob(x)
+                qx = 1.0 if q is None else q.prob(x)  # None: a deterministic pick
                 if qx > 0 and sampler.uniform() < min(1.0, px / qx):
                     accepted = c
                     break
-                p = self.residual(p, q)
+                p = self.residual(p, q, x)
             if accepted is None:
-                token = int(sampler.draw(p.reshape(1, -1))[0])
-                return Verdict(nodes, token, node)
+                return Verdict(nodes, sampler.draw(p), node)
             node = accepted
             nodes.append(node)
 
-    def residual(self, p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        """The distribution to sample after rejecting a token drawn from ``q``."""
-        r = (p - q).clamp_min(0.0)
-        total = r.sum()
-        # p == q leaves nothing (the draft was exact, so rejection had probability 0): keep p.
-        return r / total if total > 0 else p
+    def residual(self, p: TokenDist, q: TokenDist | None, x: int) -> TokenDist:
+        """The distribution to sample after rejecting ``x`` drawn from ``q`` (None: a point
+        mass on ``x``): normalize(max(p - q, 0))."""
+        r = p.without(x) if q is None else p.minus(q)
+        # Nothing left means p == q (the draft was exact, so rejection had probability 0).
+        return p if r is None else r

@@ -4,7 +4,8 @@
 // takes costs.predict(shape) * (1 + noise[i]) seconds.
 //   etspec_dispatch_replay REQUEST.json
 //   request {"verify_width", "verify_widths", "branching", "costs": {"verify_s": {W: s},
-//            "draft_step_s", "draft_extend_s", "step_width"}, "depths": [...], "noise": [...]}
+//            "draft_step_s", "draft_extend_s", "step_width", "decode_s"}, "depths": [...],
+//            "noise": [...]}
 //   answer  {"candidates": [name...], "chosen": [name per step], "estimates": {name: tok/s}}
 #include <fstream>
 #include <iostream>
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
     costs.draft_step_s = c.at("draft_step_s");
     costs.draft_extend_s = c.at("draft_extend_s");
     costs.step_width = c.at("step_width");
+    costs.decode_s = c.value("decode_s", 0.0);
     etspec::AutoTree policy(etspec::auto_candidates(meta, req.at("branching")),
                             meta.verify_widths);
     policy.use_costs(costs);

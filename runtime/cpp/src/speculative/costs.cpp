@@ -10,6 +10,11 @@
 namespace etspec {
 
 double StepCosts::predict(const TreeShape& shape, const std::vector<int64_t>& widths) const {
+  // Nothing to verify: a decode (the draft still follows what was committed).
+  // Untimed (no position to probe at), a decode costs at most the narrowest verify.
+  if (shape.max_nodes == 0) {
+    return (decode_s > 0 ? decode_s : verify_s.at(widths.front())) + draft_extend_s;
+  }
   int64_t width = widths.back();
   for (int64_t w : widths) {
     if (w >= shape.max_nodes + 1) {
@@ -52,7 +57,19 @@ CostProbe::Inputs CostProbe::scratch_inputs(int64_t width, const MaskLayout& lay
   return in;
 }
 
-StepCosts measure_costs(TargetProgram& target, SpeculativeDraftRunner* draft,
+CostProbe::Inputs CostProbe::decode_inputs(int64_t position, const MaskLayout& layout) const {
+  Inputs in;
+  in.rows = 1;
+  in.columns = layout.width(std::max(position + 1, std::min(context, layout.max_context)));
+  in.mask.assign(in.columns, contract::kMaskMin);
+  in.mask[position] = 0.0f;
+  in.tokens = {1};
+  in.positions = {position};
+  in.band = layout.band(position, in.columns);
+  return in;
+}
+
+StepCosts measure_costs(TargetProgram& target, SpeculativeDraftRunner* draft, int64_t position,
                         const CostProbe& probe) {
   const auto& meta = target.meta;
   const MaskLayout layout{meta.max_context, meta.cache_size, meta.sliding_window};
@@ -64,6 +81,13 @@ StepCosts measure_costs(TargetProgram& target, SpeculativeDraftRunner* draft,
         floats(in.mask, in.rows, in.columns)};
     if (!in.band.empty()) inputs.push_back(longs(in.band));
     costs.verify_s[w] = probe.timed(target, meta.verify_method(w), inputs);
+  }
+  if (position >= 0 && position < meta.max_context) {
+    CostProbe::Inputs in = probe.decode_inputs(position, layout);
+    std::vector<executorch::extension::TensorPtr> inputs = {
+        longs(in.tokens), longs(in.positions), floats(in.mask, in.rows, in.columns)};
+    if (!in.band.empty()) inputs.push_back(longs(in.band));
+    costs.decode_s = probe.timed(target, contract::kTARGET_DECODE, inputs);
   }
   // Load the commit too (copying scratch slots onto themselves): a tree's first commit
   // must not pay the method load inside a timed step.
@@ -83,6 +107,7 @@ StepCosts fixed_costs(const std::vector<int64_t>& widths) {
   }
   costs.draft_step_s = costs.draft_extend_s = contract::kAutoSeededDraftCall;
   costs.step_width = *std::max_element(widths.begin(), widths.end());
+  costs.decode_s = contract::kAutoSeededVerifyBase + contract::kAutoSeededVerifyPerRow;
   return costs;
 }
 

@@ -28,6 +28,7 @@ struct StepCosts {
   std::map<int64_t, double> verify_s;  // per compiled verify width
   double draft_step_s = 0, draft_extend_s = 0;
   int64_t step_width = 1;
+  double decode_s = 0;  // one target_decode (a step that drafts nothing)
   double predict(const TreeShape& shape, const std::vector<int64_t>& widths) const;
 };
 
@@ -47,14 +48,19 @@ struct CostProbe {
     int64_t rows = 0, columns = 0;
   };
   Inputs scratch_inputs(int64_t width, const MaskLayout& layout) const;
+  // A decode at `position`, the next slot to be committed (nothing committed is touched:
+  // the next step writes it again), with a mask as wide as the scratch probes' showing
+  // only its own slot.
+  Inputs decode_inputs(int64_t position, const MaskLayout& layout) const;
 };
 
 // The timing-free costs of a seeded sampling request under --tree auto
 // (contract::kAutoSeeded*): every level one draft call, whatever the step width.
 StepCosts fixed_costs(const std::vector<int64_t>& widths);
 
-// Median wall time of each verify width and of the draft runner's own calls.
+// Median wall time of each verify width, of a decode at `position` (the next slot to be
+// committed; not timed when negative) and of the draft runner's own calls.
 StepCosts measure_costs(TargetProgram& target, SpeculativeDraftRunner* draft,
-                        const CostProbe& probe = {});
+                        int64_t position = -1, const CostProbe& probe = {});
 
 }  // namespace etspec

@@ -209,7 +209,7 @@ void AutoTree::observe(const TreeShape& shape, const StepOutcome& step) {
     extra.push_back(step.seconds - costs_->predict(shape, widths_));
     if (extra.size() > kExtraKept) extra.pop_front();
   }
-  if (chain) {
+  if (chain && as_chain(shape)->length() > 0) {  // drafting nothing teaches nothing
     chains_.observe(step.height, step.accepted);
     chain_steps_.add(step.emitted(), step.seconds);
   }
@@ -224,6 +224,7 @@ std::vector<std::unique_ptr<TreeShape>> auto_candidates(const TargetMetadata& ta
     }
     shapes.push_back(std::move(s));
   };
+  add(std::make_unique<NoDraftShape>());
   const int64_t longest = std::min<int64_t>(target.verify_width - 1, contract::kAutoMaxChain);
   for (int64_t n = std::min<int64_t>(2, longest); n <= longest; ++n) {
     if (n >= 1) add(std::make_unique<ChainShape>(n));

@@ -44,7 +44,7 @@ void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
   const std::unique_ptr<TreePolicy> own = policy_->for_request(ctx.sampler);
   TreePolicy& policy = own ? *own : *policy_;
   if (policy.needs_costs()) {  // --tree auto's cost model, before the steps
-    policy.use_costs(measure_costs(ctx.target, draft_.get()));
+    policy.use_costs(measure_costs(ctx.target, draft_.get(), ctx.prompt.size()));
   }
   SpecKVCacheManager kv(meta, kv_strategy_, ctx.prompt.size());
   int64_t root = ctx.first_token;

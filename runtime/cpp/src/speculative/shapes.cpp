@@ -29,9 +29,11 @@ ChainShape::ChainShape(int64_t length) : length_(length) {
   levels = length - 1;
 }
 
+NoDraftShape::NoDraftShape() : ChainShape(Empty{}) { name = contract::kNoDraftShape; }
+
 Proposal ChainShape::grow(Expander& expansion, int64_t max_height, Sampler& sampler) const {
   // The top-1 token of each level when greedy, a sample of the draft's distribution when
-  // sampling (kept, scattered to target ids, for the verifier).
+  // sampling (kept, in target ids, for the verifier).
   const auto& ids = *expansion.target_ids;
   const int64_t n = std::min(length_, max_height), vd = ids.size();
   Proposal out;
@@ -43,11 +45,10 @@ Proposal ChainShape::grow(Expander& expansion, int64_t max_height, Sampler& samp
       out.tokens.push_back(ids[argmax(logits.data(), vd)]);
       continue;
     }
-    const auto qd = sampler.probs(logits.data(), vd);
-    out.tokens.push_back(ids[sampler.draw(qd)]);
-    std::vector<float> qt(expansion.vocab_size, 0.0f);
-    for (int64_t j = 0; j < vd; ++j) qt[ids[j]] = qd[j];
-    out.q.push_back(std::move(qt));
+    TokenDist q = sampler.dist(logits.data(), vd);
+    q.rename(ids);  // the verifier compares q with the target's p: target ids
+    out.tokens.push_back(sampler.draw(q));
+    out.q.push_back(std::move(q));
   }
   out.calls = expansion.calls;
   return out;

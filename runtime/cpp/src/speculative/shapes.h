@@ -16,9 +16,9 @@ namespace etspec {
 struct Proposal {
   std::vector<int64_t> tokens;   // target-vocabulary ids of nodes 1..M
   std::vector<int64_t> parents;  // parents[i - 1] of node i, in [0, i)
-  // q[i - 1]: the target-vocabulary distribution node i was drawn from (sampled chains);
-  // empty: every node is a deterministic pick (a point mass for the verifier).
-  std::vector<std::vector<float>> q;
+  // q[i - 1]: the distribution (target ids) node i was drawn from (sampled chains); empty:
+  // every node is a deterministic pick (a point mass for the verifier).
+  std::vector<TokenDist> q;
   int64_t calls = 0;
 };
 
@@ -90,8 +90,22 @@ class ChainShape : public TreeShape {
   Proposal grow(Expander& expansion, int64_t max_height, Sampler& sampler) const override;
   int64_t length() const { return length_; }
 
+ protected:
+  struct Empty {};
+  explicit ChainShape(Empty) : length_(0) {}
+
  private:
   int64_t length_;
+};
+
+// A chain of nothing: the step decodes one token with the target alone (--tree auto's way
+// not to speculate where it does not pay; runtime/speculative/shapes.py NoDraftShape).
+class NoDraftShape : public ChainShape {
+ public:
+  NoDraftShape();
+  Proposal grow(Expander& expansion, int64_t max_height, Sampler& sampler) const override {
+    return {};
+  }
 };
 
 // Indices of the n largest values; ties keep index order (torch.sort(stable=True)).

@@ -5,7 +5,7 @@
 namespace etspec {
 
 Verdict Verifier::verify(const DraftTree& tree, const Tensor& logits, Sampler& sampler,
-                         const std::vector<std::vector<float>>& q, int64_t vocab) const {
+                         const std::vector<TokenDist>& q, int64_t vocab) const {
   const int64_t v = vocab;
   Verdict verdict;
   int64_t node = 0;
@@ -24,28 +24,19 @@ Verdict Verifier::verify(const DraftTree& tree, const Tensor& logits, Sampler& s
         break;
       }
     } else {
-      auto p = sampler.target_probs(logits.row(node), v);
+      // Only the rows on the walked path become distributions (Sampler::dist).
+      TokenDist p = sampler.dist(logits.row(node), v), r;
       for (int64_t ch : tree.children[node]) {
         const int64_t x = tree.tokens[ch];
-        const bool mass = q.empty();
-        const double px = p[x], qx = mass ? 1.0 : q[ch - 1][x];
+        const bool mass = q.empty();  // a deterministic pick: all of q's mass on x
+        const double px = p.prob(x), qx = mass ? 1.0 : q[ch - 1].prob(x);
         if (qx > 0 && sampler.uniform() < std::min(1.0, px / qx)) {
           accepted = ch;
           break;
         }
-        std::vector<float> r(p);
-        if (mass) {
-          r[x] = std::max(p[x] - 1.0f, 0.0f);
-        } else {
-          const auto& qc = q[ch - 1];
-          for (int64_t j = 0; j < v; ++j) r[j] = std::max(p[j] - qc[j], 0.0f);
-        }
-        double total = 0;
-        for (float y : r) total += y;
-        if (total > 0) {  // p == q: the draft was exact (rejection had probability 0)
-          for (auto& y : r) y = static_cast<float>(y / total);
-          p = std::move(r);
-        }
+        // normalize(max(p - q, 0)); nothing left means p == q (the draft was exact, so
+        // rejection had probability 0): keep p.
+        if (mass ? p.without(x, r) : p.minus(q[ch - 1], r)) p = std::move(r);
       }
       if (accepted < 0) {
         verdict.next_token = sampler.draw(p);

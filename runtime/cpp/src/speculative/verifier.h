@@ -27,7 +27,7 @@ class Verifier {
   // `logits`: the verify's [rows, V]; `q`: the proposal's draft distributions (empty: every
   // node a deterministic pick).
   Verdict verify(const DraftTree& tree, const Tensor& logits, Sampler& sampler,
-                 const std::vector<std::vector<float>>& q, int64_t vocab) const;
+                 const std::vector<TokenDist>& q, int64_t vocab) const;
 };
 
 }  // namespace etspec
