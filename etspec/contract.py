@@ -314,6 +314,10 @@ SAMPLING_EPS = 1e-5
 # vocabulary after the last). The set at 8 holds 0.95 of most rows; past 32 a 262k vocabulary
 # holds under 4e-9 of the mass, so the last step is almost never reached.
 TOP_P_CUTOFFS = (8.0, 16.0, 32.0)
+# The set found is narrowed by bisection (at most this many rounds) while it holds more than
+# this many tokens: sorting a few thousand entries costs less than another pass over them.
+TOP_P_SORT_SIZE = 2048
+TOP_P_BISECTIONS = 16
 # A token whose (logit - max) / temperature is below this has no mass: its exp leaves
 # float32's normal range (the samplers keep the tokens above it only).
 EXP_UNDERFLOW = -87.0
@@ -729,6 +733,8 @@ def cpp_header() -> str:
         f"inline constexpr const char* kNoDraftShape = {q(NO_DRAFT_SHAPE)};",
         f"inline constexpr double kSamplingEps = {SAMPLING_EPS!r};",
         f"inline constexpr float kExpUnderflow = {EXP_UNDERFLOW!r}f;",
+        f"inline constexpr long kTopPSortSize = {TOP_P_SORT_SIZE};",
+        f"inline constexpr int kTopPBisections = {TOP_P_BISECTIONS};",
         "inline constexpr double kTopPCutoffs[] = {"
         + ", ".join(repr(c) for c in TOP_P_CUTOFFS)
         + "};",

@@ -22,7 +22,15 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from etspec.contract import EXP_UNDERFLOW, SAMPLING_EPS, SEED_MAX, TOP_P_CUTOFFS, message
+from etspec.contract import (
+    EXP_UNDERFLOW,
+    SAMPLING_EPS,
+    SEED_MAX,
+    TOP_P_BISECTIONS,
+    TOP_P_CUTOFFS,
+    TOP_P_SORT_SIZE,
+    message,
+)
 from etspec.errors import EtspecError
 
 
@@ -111,10 +119,6 @@ class TokenDist:
         return TokenDist(ids, weights / total)
 
 
-# Top-p's candidate set is narrowed by bisection until it is this small (or for this many
-# rounds): sorting a few thousand entries costs less than another pass.
-_SORT_SIZE = 2048
-_BISECTIONS = 16
 
 
 class SamplingError(EtspecError):
@@ -277,8 +281,8 @@ class Sampler:
                 break
             low = cutoff
         high = min(cutoff, float(-gap[ids].min()))
-        for _ in range(_BISECTIONS):
-            if ids.size <= _SORT_SIZE:
+        for _ in range(TOP_P_BISECTIONS):
+            if ids.size <= TOP_P_SORT_SIZE:
                 break
             mid = 0.5 * (low + high)
             inner = gap[ids] >= -mid

@@ -815,3 +815,32 @@ def test_bench_default_budget_fits_a_small_context_target(artifacts, tmp_path: P
     # Each prompt generates up to the context: 64 - 5 and 64 - 3 tokens at most.
     assert 0 < summary["target-only"]["generated_tokens"] <= (64 - 5) + (64 - 3)
     assert summary["chain3"]["identical"] == 2
+
+
+def test_llama_cpp_build_is_named_and_an_avx2_build_flagged_on_an_avx512_cpu(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from types import SimpleNamespace
+
+    from etspec.tools.peers import llama_cpp as llama_cpp_peer
+
+    avx512 = b"CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 1 | AVX512_VNNI = 1 | OPENMP = 1 | "
+    avx2 = b"CPU : SSE3 = 1 | AVX2 = 1 | OPENMP = 1 | "
+    monkeypatch.setattr(llama_cpp_peer, "_cpu_has_avx512", lambda: True)
+    lib = SimpleNamespace(__version__="0.3.36", llama_print_system_info=lambda: avx512)
+    build = llama_cpp_peer.build_info(lib)
+    assert build["llama_cpp_python"] == "0.3.36" and "AVX512_VNNI = 1" in build["system_info"]
+    assert build["understates_this_cpu"] is False
+    lib.llama_print_system_info = lambda: avx2
+    assert llama_cpp_peer.build_info(lib)["understates_this_cpu"] is True
+    monkeypatch.setattr(llama_cpp_peer, "_cpu_has_avx512", lambda: False)
+    assert llama_cpp_peer.build_info(lib)["understates_this_cpu"] is False
+
+
+def test_repeated_4grams_measure_what_prompt_lookup_can_predict() -> None:
+    from etspec.tools.bench import repeated_share
+
+    assert repeated_share([1, 2, 3, 4, 5], [6, 7, 8, 9]) == 0.0  # nothing seen before
+    # A copy of the prompt: the 4-grams that straddle the seam are new, the rest repeat.
+    assert repeated_share([1, 2, 3, 4, 5], [1, 2, 3, 4, 5]) == pytest.approx(2 / 5)
+    # A loop of period 3: of its 13 4-grams, the first four are new, the other nine repeat.
+    assert repeated_share([9], [1, 2, 3] * 5) == pytest.approx(9 / 13)
+    assert repeated_share([], []) == 0.0 and repeated_share([1, 2], [3]) == 0.0

@@ -329,3 +329,41 @@ def test_cpp_runner_text_equals_python(
         streamed = subprocess.run([str(runner_bin), *base, "--prompt", prompt],
                                   capture_output=True, text=True, check=True)  # fmt: skip
         assert streamed.stdout == want["text"] + "\n"
+
+
+def test_sampled_speculation_is_distributed_as_the_target_sampler(quantized_pte: Path) -> None:
+    """Speculative sampling on the real target and vocabulary (T=0.8, top-p 0.95, prompt
+    lookup proposing from a repeated phrase) emits its second token as target-only sampling
+    does: chi-square at 0.001 against the exact marginal, computed from the target's own
+    distributions (the first token's, then the second's after each first token with mass)."""
+    from test_sampling import ALPHA, chi_square_pvalue
+
+    from etspec.runtime.sampling import Sampler, SamplingConfig
+
+    base, speculative = load_runners(RunnerSpec(quantized_pte, draft_method="prompt-lookup",
+                                                tree=TreeSettings("chain", 3)))  # fmt: skip
+    assert speculative is not None
+    prompt = "red green blue yellow purple orange. red green blue yellow purple orange. red green"
+    cfg = SamplingConfig(0.8, top_p=0.95)
+    sampler = Sampler(cfg)
+    first = base.generate(prompt, 1, cfg, record_logits=True, ignore_eos=True)
+    assert first.logits is not None
+    ids, vocab = first.prompt_ids, first.logits.shape[-1]
+    p1 = sampler.dist(first.logits[0])
+    p2 = torch.zeros(vocab, dtype=torch.float64)
+    for t1, w in zip(p1.ids.tolist(), p1.probs.tolist(), strict=True):
+        after = base.generate([*ids, t1], 1, cfg, record_logits=True, ignore_eos=True)
+        assert after.logits is not None
+        p2 += w * sampler.dist(after.logits[0]).dense(vocab)
+    counts = torch.zeros(vocab)
+    accepted = 0
+    n = 3000
+    for seed in range(n):
+        out = speculative.generate(ids, 2, SamplingConfig(0.8, top_p=0.95, seed=seed),
+                                   ignore_eos=True)  # fmt: skip
+        counts[out.token_ids[1]] += 1
+        accepted += out.stats.accepted_tokens
+    assert accepted > n // 2  # the lookup's token is accepted often: the verifier decides
+    support = p2 > 0
+    assert float(counts[~support].sum()) == 0  # nothing the target sampler cannot emit
+    assert chi_square_pvalue(counts[support], p2[support]) > ALPHA

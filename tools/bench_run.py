@@ -154,6 +154,8 @@ def bench(req: BenchRequest) -> BenchOutcome | None:
     for name, system in others.systems.items():
         if isinstance(system, OutsidePeer) and system.threads is not None:
             summary[name]["threads"] = system.threads
+        if getattr(system, "build", None):  # which llama.cpp build ran (tools/peers)
+            summary[name]["build"] = system.build
     for name, cold in first_calls.items():  # this rank's (rank 0's under torchrun)
         summary[name]["first_call"] = cold
     for name, runner in speculative.items():

@@ -171,6 +171,17 @@ def bench(**kw: Any) -> None:
         + (" and the peers in it" if outcome.peers_in_process else "")
         + " included)"
     )  # fmt: skip
+    summaries = outcome.summary.values()
+    builds = {json.dumps(s["build"], sort_keys=True) for s in summaries if "build" in s}
+    for build in map(json.loads, sorted(builds)):  # the llama.cpp a comparison ran against
+        version, info = build["llama_cpp_python"], build["system_info"]
+        click.echo(f"llama.cpp: llama-cpp-python {version}, {info}")
+        if build["understates_this_cpu"]:
+            click.echo(
+                "warning: this llama.cpp was built without AVX-512 on a CPU that has it, so its "
+                "figures understate llama.cpp; README (Benchmark) shows how to rebuild it",
+                err=True,
+            )
     for path, dump in outcome.mismatches:
         click.echo(f"{dump['system']}: output differs from {dump['reference']}: {path}", err=True)
     if outcome.written is not None:

@@ -81,6 +81,7 @@ class LlamaCppPeer(OutsidePeer):
         super().__init__(base)
         self.llm = llm
         self.threads = threads
+        self.build: dict[str, Any] = {}  # build_info(): version and CPU features
 
     def close(self) -> None:
         """Free the llama.cpp context now (left to interpreter exit, its teardown prints
@@ -151,10 +152,45 @@ def llama_cpp_peers(gguf: Path, base: TextLLMRunner, threads: int) -> dict[str, 
             f"{base.meta.vocab_size}; give the GGUF the target was exported from"
         )
     lookup = context(LlamaPromptLookupDecoding(num_pred_tokens=LOOKUP_TOKENS))
-    return {
+    peers = {
         TARGET_ONLY: LlamaCppPeer(llm, base, threads),
         LOOKUP: LlamaCppPeer(lookup, base, threads),
     }
+    for peer in peers.values():
+        peer.build = build_info(lib)
+    return peers
+
+
+# How to build llama-cpp-python for an x86 CPU with AVX-512 without its native build (which
+# crashed in llama_decode on an AVX-512 + AMX VM): AVX-512, VNNI and BF16 on, AMX off. An
+# AVX2-only build understates llama.cpp on such a CPU; the bench names the build it ran.
+AVX512_CMAKE_ARGS = (
+    "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON "
+    "-DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX512_VBMI=ON "
+    "-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+)
+
+
+def build_info(lib: Any) -> dict[str, Any]:
+    """The llama.cpp build a run used: llama-cpp-python's version and the CPU features it was
+    compiled with (``llama_print_system_info``), and whether it leaves out AVX-512 on a CPU
+    that has it (then its figures understate llama.cpp: rebuild with ``AVX512_CMAKE_ARGS``)."""
+    info = lib.llama_print_system_info().decode(errors="replace").strip()
+    features = dict(
+        (k.strip(), v.strip()) for k, _, v in (f.partition("=") for f in info.split("|")) if v
+    )
+    return {
+        "llama_cpp_python": getattr(lib, "__version__", "?"),
+        "system_info": info,
+        "understates_this_cpu": _cpu_has_avx512() and features.get("AVX512") != "1",
+    }
+
+
+def _cpu_has_avx512() -> bool:
+    try:
+        return " avx512f " in Path("/proc/cpuinfo").read_text() + " "
+    except OSError:
+        return False
 
 
 # Each llama.cpp system's output is held to llama.cpp's own target-only output.

@@ -128,10 +128,6 @@ ETSPEC_ROW_PASS double collect(const float* e, int64_t n, float threshold,
   return mass;
 }
 
-// Rounds of bisection that narrow top-p's candidates while more than kSortSize remain
-// (runtime/sampling.py _SORT_SIZE, _BISECTIONS).
-constexpr int64_t kSortSize = 2048;
-constexpr int kBisections = 16;
 // A heap finds the k largest in one pass for small k; nth_element beyond.
 constexpr int64_t kHeapTopK = 1024;
 
@@ -302,7 +298,8 @@ TokenDist Sampler::dist(const float* x, int64_t n) {
   }
   if (!found) collect_above(0.0f);
   if (found) {
-    for (int round = 0; round < kBisections && static_cast<int64_t>(out.ids.size()) > kSortSize;
+    for (int round = 0; round < contract::kTopPBisections &&
+         static_cast<int64_t>(out.ids.size()) > contract::kTopPSortSize;
          ++round) {
       const double mid = 0.5 * (low + high);
       const double threshold = std::exp(-mid);
