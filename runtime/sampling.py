@@ -119,8 +119,6 @@ class TokenDist:
         return TokenDist(ids, weights / total)
 
 
-
-
 class SamplingError(EtspecError):
     """Invalid sampling settings, a logits processor speculation cannot replay, or target
     logits nothing can be sampled from."""
