@@ -415,8 +415,14 @@ def _sum_dicts(dicts: Sequence[dict[str, float]]) -> dict[str, float]:
 
 def manifest(settings: dict[str, Any]) -> dict[str, Any]:
     """What a result needs to be reproduced: versions, revision, machine, settings."""
-    import executorch
+    from importlib.metadata import PackageNotFoundError, version
+
     import torch
+
+    try:  # a machine running only the eager reference program need not have ExecuTorch
+        executorch_version: str | None = version("executorch")
+    except PackageNotFoundError:
+        executorch_version = None
 
     def git(*args: str) -> str:
         try:
@@ -429,14 +435,12 @@ def manifest(settings: dict[str, Any]) -> dict[str, Any]:
     rev = git("rev-parse", "HEAD")
     # Uncommitted changes to tracked files: the revision alone does not reproduce the run.
     dirty = bool(rev) and bool(git("status", "--porcelain", "--untracked-files=no"))
-    from importlib.metadata import version
-
     return {
         "etspec": version("etspec"),
         "git_revision": rev or None,
         "git_dirty": dirty,
         "torch": torch.__version__,
-        "executorch": getattr(executorch, "__version__", version("executorch")),
+        "executorch": executorch_version,
         "python": platform.python_version(),
         "machine": platform.machine(),
         "processor": platform.processor() or platform.machine(),

@@ -179,7 +179,7 @@ class SpecKVCacheManager:
         dst = c + self._rows[:n]
         if self._cache:
             self._check_untouched()
-            written = [t.index_select(1, src).clone() for t in self._cache]
+            written = [t.index_select(1, src.to(t.device)).clone() for t in self._cache]
         calls = 0
         if not torch.equal(src, dst):
             # Unused rows copy a slot onto itself; distinct from every dst by construction.
