@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from etspec.contract import MASK_MIN
 from etspec.models.eagle3 import Eagle3Draft
+from etspec.models.gemma import GemmaTarget
 from etspec.models.layers import Attention, causal_mask
 from etspec.models.llama import LlamaTarget
 from etspec.models.rope import apply_rope
@@ -53,6 +54,8 @@ def target_forward(model: TargetModel, tokens: torch.Tensor) -> tuple[torch.Tens
     other families (the target is frozen while a draft trains) run each sequence through
     their exported ``body`` over the model's own cache, in fp32.
     """
+    if isinstance(model, GemmaTarget) and not model.cfg.per_layer_input_size:
+        return _gemma_forward(model, tokens)
     if not isinstance(model, LlamaTarget):
         return _forward_through_body(model, tokens)
     t = tokens.shape[1]
@@ -70,6 +73,41 @@ def target_forward(model: TargetModel, tokens: torch.Tensor) -> tuple[torch.Tens
     taps[len(model.layers)] = x
     hidden = torch.cat([taps[i] for i in model.hidden_spec.layers], dim=-1)
     return model.lm_head(model.norm(x)), hidden
+
+
+def _gemma_forward(model: GemmaTarget, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batched Gemma 3 forward (every layer owns its KV; no per-layer inputs): the exported
+    layers' parameters with causal attention, sliding layers narrowed to their window."""
+    t = tokens.shape[1]
+    positions = torch.arange(t, device=tokens.device)
+    causal = positions[None, :] <= positions[:, None]
+    window = model.cfg.sliding_window
+    band = causal & (positions[None, :] > positions[:, None] - window) if window else causal
+    x = model.embed_tokens(tokens) * model.embed_scale
+    taps: dict[int, torch.Tensor] = {}
+    wanted = set(model.hidden_spec.layers)
+    for i, layer in enumerate(model.layers):
+        if i in wanted:
+            taps[i] = x
+        attn = layer.self_attn
+        assert attn.k_proj is not None and attn.v_proj is not None
+        b, d, hq, hkv = x.shape[0], attn.head_dim, attn.num_heads, attn.num_kv_heads
+        cos, sin = model.rope.at(layer.sliding, d, positions)
+        h = layer.input_layernorm(x)
+        q = apply_rope(attn.q_norm(attn.q_proj(h).view(b, t, hq, d)).transpose(1, 2), cos, sin)
+        k = apply_rope(attn.k_norm(attn.k_proj(h).view(b, t, hkv, d)).transpose(1, 2), cos, sin)
+        v = attn.v_proj(h).view(b, t, hkv, d).transpose(1, 2)
+        if hq != hkv:
+            k = k.repeat_interleave(hq // hkv, dim=1)
+            v = v.repeat_interleave(hq // hkv, dim=1)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=band if layer.sliding else causal, scale=attn.scale
+        )
+        x = x + layer.post_attention_layernorm(attn.o_proj(out.transpose(1, 2).reshape(b, t, -1)))
+        x = x + layer.post_feedforward_layernorm(layer.mlp(layer.pre_feedforward_layernorm(x)))
+    taps[len(model.layers)] = x
+    normed = model.norm(x)
+    return model.logits(normed), model.hidden_output(taps, normed)
 
 
 @torch.no_grad()

@@ -32,7 +32,7 @@ from code_corpus import encode, read_texts, stdlib_root
 from safetensors.torch import save_file
 from torch import nn
 from tqdm import tqdm
-from train_state import autocast, load_state, save_state
+from train_state import autocast, bf16_matmuls, load_state, save_state
 
 from etspec.contract import default_eagle3_layers
 from etspec.models.checkpoint import read_config
@@ -41,6 +41,9 @@ from etspec.models.target import TargetModel, load_target
 from etspec.models.training import draft_ttt_forward, target_forward
 
 STEP_DECAY = 0.8
+SHIP_EMBEDDING_MAX = 64 << 20  # bytes; a larger (frozen, target's) table stays out
+TOP_K = 20  # target entries per position the loss uses (draft_data.py stores as many)
+HELD_OUT_EVERY = 20  # of stored feature windows
 
 
 class TTTObjective(nn.Module):
@@ -53,21 +56,52 @@ class TTTObjective(nn.Module):
         self.register_buffer("used", used, persistent=False)  # draft id -> target id
 
     def forward(
-        self, tokens: torch.Tensor, hidden: torch.Tensor, target_logits: torch.Tensor
+        self,
+        tokens: torch.Tensor,
+        hidden: torch.Tensor,
+        slots: torch.Tensor,
+        probs: torch.Tensor,
+        target_top: torch.Tensor,
+        valid: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The target's next-token distribution comes as its top-k entries: ``slots``
+        [B, T, K] their draft ids (the draft vocabulary's size where the target's token is
+        outside it) and ``probs`` [B, T, K] their probabilities; ``target_top`` [B, T] is
+        its top-1 target id and ``valid`` [B, T] marks the positions that hold real tokens
+        (padding past a window's end does not).
+
+        The loss is the cross-entropy of the draft against those entries,
+        ``sum_i p_i * (logsumexp(z) - z_i)``: one pass over the draft vocabulary per row
+        (``logsumexp``) instead of a dense target distribution and a log-softmax."""
         t = tokens.shape[1]
-        probs = torch.softmax(target_logits, -1).index_select(-1, self.used)
-        target_top = target_logits.argmax(-1)
+        size = len(self.used)
+        inside = slots < size
         loss = torch.zeros((), device=tokens.device)
         correct = []
         for k, logits in enumerate(draft_ttt_forward(self.draft, tokens, hidden, self.steps)):
             # Row j of step k predicts the token after position j + k + 1.
             n = t - k - 1
-            logp = torch.log_softmax(logits[:, :n], -1)
-            loss = loss + STEP_DECAY**k * -(probs[:, k + 1 :] * logp).sum(-1).mean()
-            pick = self.used[logits[:, :n].argmax(-1)]
-            correct.append((pick == target_top[:, k + 1 :]).float().mean())
+            z = logits[:, :n].float()
+            keep = valid[:, k + 1 :].float()
+            count = keep.sum().clamp(min=1)
+            p = probs[:, k + 1 :] * inside[:, k + 1 :]
+            picked = z.gather(-1, slots[:, k + 1 :].clamp(max=size - 1))
+            ce = (p * (torch.logsumexp(z, -1, keepdim=True) - picked)).sum(-1)
+            loss = loss + STEP_DECAY**k * (ce * keep).sum() / count
+            pick = self.used[z.argmax(-1)]
+            correct.append(((pick == target_top[:, k + 1 :]).float() * keep).sum() / count)
         return loss, torch.stack(correct)
+
+
+def sparse_target(
+    logits: torch.Tensor, t2d: torch.Tensor, size: int, k: int = TOP_K
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Full target logits [B, T, V] -> (draft slots, probabilities, top-1 ids, valid)."""
+    top = torch.log_softmax(logits.float(), -1).topk(k, -1)
+    slots = t2d.to(logits.device)[top.indices]
+    slots = torch.where(slots < 0, size, slots)
+    valid = torch.ones(logits.shape[:2], dtype=torch.bool, device=logits.device)
+    return slots, top.values.exp(), top.indices[..., 0], valid
 
 
 def build_draft(
@@ -110,7 +144,8 @@ def build_draft(
         # Start from the target's own embedding (frozen) and output head rows.
         draft.embed_tokens.weight.copy_(target.embed_tokens.weight)
         draft.lm_head.weight.copy_(target.lm_head.weight[used])
-        draft.norm.weight.copy_(target.norm.weight)
+        # The final norm starts at ones, not the target's: Gemma's (1 + w) reach the tens
+        # and, over a random draft state, make logits in the hundreds (a first loss of ~600).
         draft.d2t.copy_(used - torch.arange(len(used)))
         draft.t2d.zero_()
         draft.t2d[used] = True
@@ -124,6 +159,53 @@ def batch_at(stream: np.ndarray, seq_len: int, batch: int, key: list[int]) -> to
     return torch.from_numpy(np.stack([stream[s : s + seq_len] for s in starts]).astype(np.int64))
 
 
+class FeatureStore:
+    """Stored target features (``draft_data.py features``): windows, their valid lengths,
+    tapped hidden states (bf16) and top-k next-token log-probabilities, memory-mapped."""
+
+    def __init__(self, root: Path) -> None:
+        meta = json.loads((root / "features.json").read_text())
+        self.rows = meta["shard_rows"]
+        self.windows = np.load(root / "windows.npy")
+        self.lengths = np.load(root / "lengths.npy")
+        self.generated = np.load(root / "generated.npy")
+        shards = root / "shards"
+        self.hidden, self.ids, self.logp = [], [], []
+        for s in range(meta["shards"]):
+            self.hidden.append(np.load(shards / f"{s:05d}.hidden.npy", mmap_mode="r"))
+            self.ids.append(np.load(shards / f"{s:05d}.topk_ids.npy", mmap_mode="r"))
+            self.logp.append(np.load(shards / f"{s:05d}.topk_logp.npy", mmap_mode="r"))
+        n = len(self.windows)
+        # Every HELD_OUT_EVERY-th window is held out, generated and corpus alike.
+        self.held = np.arange(n)[np.arange(n) % HELD_OUT_EVERY == 7]
+        self.train = np.setdiff1d(np.arange(n), self.held)
+
+    def top1_counts(self, vocab: int) -> np.ndarray:
+        """How often each target id is the target's top-1 at a training position."""
+        counts = np.zeros(vocab, np.int64)
+        for i in self.train:
+            s, r = divmod(int(i), self.rows)
+            counts += np.bincount(self.ids[s][r, : self.lengths[i], 0], minlength=vocab)
+        return counts
+
+    def batch(self, index: np.ndarray, t2d: torch.Tensor, size: int) -> tuple[torch.Tensor, ...]:
+        """``TTTObjective``'s inputs for windows ``index``."""
+        tokens = torch.from_numpy(self.windows[index].astype(np.int64))
+        hidden, ids, logp = [], [], []
+        for i in index:
+            s, r = divmod(int(i), self.rows)
+            hidden.append(torch.from_numpy(np.array(self.hidden[s][r])))
+            ids.append(torch.from_numpy(np.array(self.ids[s][r])).long())
+            logp.append(torch.from_numpy(np.array(self.logp[s][r])).float())
+        h = torch.stack(hidden).view(torch.bfloat16).float()
+        top_ids = torch.stack(ids)
+        slots = t2d[top_ids]
+        slots = torch.where(slots < 0, size, slots)
+        t = tokens.shape[1]
+        valid = torch.arange(t)[None, :] < torch.from_numpy(self.lengths[index]).long()[:, None]
+        return tokens, h, slots, torch.stack(logp).exp(), top_ids[..., 0], valid
+
+
 @torch.no_grad()
 def evaluate(
     objective: TTTObjective,
@@ -131,6 +213,8 @@ def evaluate(
     stream: np.ndarray,
     seq_len: int,
     device: str,
+    t2d: torch.Tensor,
+    bf16: bool,
     windows: int = 16,
 ) -> tuple[float, list[float]]:
     n = min(windows, len(stream) // seq_len)
@@ -138,12 +222,45 @@ def evaluate(
     losses, accs = [], []
     for chunk in data.split(4):
         chunk = chunk.to(device)
-        with autocast(device):
+        with autocast(device, bf16):
             logits, hidden = target_forward(target, chunk)
-            loss, acc = objective(chunk, hidden, logits.float())
+            loss, acc = objective(chunk, hidden, *sparse_target(logits, t2d, len(objective.used)))
         losses.append(loss.item())
         accs.append(acc)
     return float(np.mean(losses)), [round(float(a), 4) for a in torch.stack(accs).mean(0)]
+
+
+@torch.no_grad()
+def evaluate_store(
+    objective: TTTObjective, store: FeatureStore, t2d: torch.Tensor, device: str, bf16: bool
+) -> dict[str, tuple[float, list[float]]]:
+    """Held-out loss and top-1 agreement per unroll step, over corpus and generated windows."""
+    out = {}
+    for name, pick in (("corpus", ~store.generated), ("generated", store.generated)):
+        index = store.held[pick[store.held]]
+        losses, accs = [], []
+        for chunk in np.array_split(index, max(1, len(index) // 8)):
+            if not len(chunk):
+                continue
+            batch = [x.to(device) for x in store.batch(chunk, t2d, len(objective.used))]
+            with autocast(device, bf16):
+                loss, acc = objective(*batch)
+            losses.append(loss.item())
+            accs.append(acc)
+        if losses:
+            out[name] = (
+                round(float(np.mean(losses)), 4),
+                [round(float(a), 4) for a in torch.stack(accs).mean(0)],
+            )
+    return out
+
+
+def vocabulary(counts: np.ndarray, size: int) -> tuple[torch.Tensor, float]:
+    """The ``size`` most frequent ids (ties by id), sorted so d2t offsets are non-decreasing;
+    and the share of ``counts`` they cover."""
+    order = np.lexsort((np.arange(len(counts)), -counts))[:size]
+    used = torch.from_numpy(np.sort(order)).long()
+    return used, float(counts[used.numpy()].sum() / max(1, counts.sum()))
 
 
 @click.command()
@@ -162,6 +279,13 @@ def evaluate(
     help="Folder of .py sources [default: this Python's stdlib].",
 )
 @click.option(
+    "--features",
+    type=click.Path(path_type=Path, exists=True),
+    default=None,
+    help="Train over stored target features (scripts/draft_data.py) instead of running the "
+    "target: the draft vocabulary then covers the target's own top-1 outputs.",
+)
+@click.option(
     "--draft-vocab",
     default=2048,
     show_default=True,
@@ -177,10 +301,19 @@ def evaluate(
 @click.option("--save-every", default=100, show_default=True)
 @click.option("--resume/--no-resume", default=False, help="Continue from OUT/train_state.pt.")
 @click.option("--device", default=None, help="cpu or cuda [default: cuda when present].")
+@click.option(
+    "--precision",
+    type=click.Choice(["auto", "fp32", "bf16"]),
+    default="auto",
+    show_default=True,
+    help="Matmul precision (fp32 master weights either way); auto is bf16 on CUDA and on "
+    "CPUs with bf16 matrix units (AMX, AVX512-BF16).",
+)
 def main(
     target_dir: Path,
     out: Path,
     data_root: Path | None,
+    features: Path | None,
     draft_vocab: int,
     ttt_steps: int,
     seq_len: int,
@@ -192,6 +325,7 @@ def main(
     save_every: int,
     resume: bool,
     device: str | None,
+    precision: str,
 ) -> None:
     """Train an EAGLE-3 draft for the target at TARGET_DIR and write it to OUT."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -204,32 +338,43 @@ def main(
             device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
             torch.cuda.set_device(device)
     lead = rank == 0
+    bf16 = precision == "bf16" or (precision == "auto" and bf16_matmuls(device))
     tok_file = target_dir / "tokenizer.json"
     if not tok_file.is_file():
         raise click.UsageError(f"{target_dir} has no tokenizer.json to tokenize the corpus with")
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(tok_file))
-    root = data_root or stdlib_root()
-    train_texts, held_texts = read_texts(root)
-    eos = read_config(target_dir).get("eos_token_id")
-    sep = (eos[0] if eos else None) if isinstance(eos, list) else eos
-    train, held = encode(tok, train_texts, sep), encode(tok, held_texts, sep)
-    if len(train) <= seq_len or len(held) <= seq_len:
-        raise click.UsageError(f"{root} holds too little source for --seq-len {seq_len}")
-
-    target = load_target(target_dir, max_context=seq_len, scratch=0)
+    store: FeatureStore | None = None
+    if features is not None:
+        store = FeatureStore(features)
+        seq_len = store.windows.shape[1]
+        target = load_target(target_dir, max_context=seq_len, scratch=0)
+        vocab = target.cfg.vocab_size
+        counts = store.top1_counts(vocab)
+        tokens_total = int(store.lengths[store.train].sum())
+    else:
+        tok = Tokenizer.from_file(str(tok_file))
+        root = data_root or stdlib_root()
+        train_texts, held_texts = read_texts(root)
+        eos = read_config(target_dir).get("eos_token_id")
+        sep = (eos[0] if eos else None) if isinstance(eos, list) else eos
+        train, held = encode(tok, train_texts, sep), encode(tok, held_texts, sep)
+        if len(train) <= seq_len or len(held) <= seq_len:
+            raise click.UsageError(f"{root} holds too little source for --seq-len {seq_len}")
+        target = load_target(target_dir, max_context=seq_len, scratch=0)
+        vocab = target.cfg.vocab_size
+        if train.max() >= vocab:
+            raise click.UsageError(f"the tokenizer yields ids >= the target's vocabulary {vocab}")
+        counts = np.bincount(train, minlength=vocab)
+        tokens_total = len(train)
     target.to(device).eval().requires_grad_(False)
-    vocab = target.cfg.vocab_size
-    if train.max() >= vocab:
-        raise click.UsageError(f"the tokenizer yields ids >= the target's vocabulary {vocab}")
-    counts = np.bincount(train, minlength=vocab)
     size = min(draft_vocab, vocab)
-    # Most frequent first, ties by id; then sorted, so d2t offsets are non-decreasing.
-    order = np.lexsort((np.arange(vocab), -counts))[:size]
-    used = torch.from_numpy(np.sort(order)).long()
-    coverage = counts[used.numpy()].sum() / counts.sum()
+    used, coverage = vocabulary(counts, size)
+    t2d = torch.full((vocab,), -1, dtype=torch.long)
+    t2d[used] = torch.arange(size)
     draft, config = build_draft(target_dir, target, used, seq_len + ttt_steps, seed)
+    if store is not None:
+        del target  # the stored features replace it; its 262k-row tables are freed
     objective = TTTObjective(draft, used, ttt_steps).to(device)
     model: nn.Module = objective
     if world > 1:
@@ -240,8 +385,9 @@ def main(
     start = load_state(out, draft, opt, device) if resume else 0
     if lead:
         click.echo(
-            f"corpus {len(train):,} train tokens; draft vocab {size} covers "
-            f"{coverage:.1%}; {sum(p.numel() for p in params):,} trainable parameters"
+            f"{tokens_total:,} train tokens; draft vocab {size} covers {coverage:.1%} of "
+            f"{'the target top-1' if store is not None else 'corpus'} tokens; "
+            f"{sum(p.numel() for p in params):,} trainable parameters"
         )
     t0 = time.time()
     bar = tqdm(
@@ -257,11 +403,17 @@ def main(
                 else 0.1 + 0.45 * (1 + math.cos(math.pi * progress))
             )
             g["lr"] = lr * scale
-        x = batch_at(train, seq_len, batch, [seed, step, rank]).to(device)
-        with torch.no_grad(), autocast(device):
-            logits, hidden = target_forward(target, x)
-        with autocast(device):
-            loss, acc = model(x, hidden, logits.float())
+        if store is not None:
+            rng = np.random.default_rng([seed, step, rank])
+            index = np.sort(rng.choice(store.train, size=batch, replace=False))
+            inputs = [x.to(device) for x in store.batch(index, t2d, size)]
+        else:
+            x = batch_at(train, seq_len, batch, [seed, step, rank]).to(device)
+            with torch.no_grad(), autocast(device, bf16):
+                logits, hidden = target_forward(target, x)
+            inputs = [x, hidden, *sparse_target(logits, t2d, size)]
+        with autocast(device, bf16):
+            loss, acc = model(*inputs)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -275,8 +427,17 @@ def main(
     if world > 1:
         dist.barrier()
     if lead:
-        val_loss, val_acc = evaluate(objective.eval(), target, held, seq_len, device)
+        if store is not None:
+            held_out = evaluate_store(objective.eval(), store, t2d, device, bf16)
+            val_loss, val_acc = held_out["corpus"]
+        else:
+            val_loss, val_acc = evaluate(objective.eval(), target, held, seq_len, device, t2d, bf16)
+            held_out = {}
         state = {k: v.detach().cpu().contiguous() for k, v in draft.state_dict().items()}
+        table = state["embed_tokens.weight"]
+        if table.numel() * table.element_size() > SHIP_EMBEDDING_MAX:
+            # The target's own table, frozen: export reads it from the target checkpoint.
+            del state["embed_tokens.weight"]
         save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
         (out / "config.json").write_text(json.dumps(config, indent=2))
         card = {
@@ -288,6 +449,7 @@ def main(
             "draft_vocab_coverage": round(float(coverage), 4),
             "held_out_loss": round(val_loss, 4),
             "held_out_top1_agreement_per_step": val_acc,
+            "held_out": held_out,
             "train_minutes": round((time.time() - t0) / 60, 1),
             "settings": {
                 "lr": lr,
@@ -296,6 +458,8 @@ def main(
                 "seed": seed,
                 "world_size": world,
                 "device": device,
+                "bf16": bf16,
+                "features": str(features) if features else None,
             },
         }
         (out / "training.json").write_text(json.dumps(card, indent=2))

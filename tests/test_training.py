@@ -32,10 +32,11 @@ def pair(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-d
     return root, target, draft
 
 
-@pytest.mark.parametrize("family", ["pair", "gemma_target"])
+@pytest.mark.parametrize("family", ["pair", "gemma_target", "gemma3_target"])
 def test_target_forward_matches_prefill_method(request, family: str) -> None:  # type: ignore[no-untyped-def]
-    """Llama's batched forward and other families' forward through ``body`` (Gemma 4 with
-    KV-shared layers and per-layer inputs) equal the prefill method row for row."""
+    """Llama's and Gemma 3's batched forwards (sliding layers of window 12 over 64 tokens)
+    and other families' forward through ``body`` (Gemma 4 with KV-shared layers and
+    per-layer inputs) equal the prefill method row for row."""
     target = request.getfixturevalue(family)[1]
     vocab = target.metadata.vocab_size
     tokens = torch.randint(0, vocab, (2, 64), generator=torch.Generator().manual_seed(0))
@@ -145,6 +146,14 @@ def gemma_target(tmp_path_factory):  # type: ignore[no-untyped-def]
     return root, eager_target(root / "target", max_seq=64, prefill_chunk=64, verify_width=4)
 
 
+@pytest.fixture(scope="module")
+def gemma3_target(tmp_path_factory):  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("gemma3_training")
+    make_hf_target("gemma3_sliding", root / "target")
+    write_tokenizer(root / "target", 32, bos=2)
+    return root, eager_target(root / "target", max_seq=64, prefill_chunk=64, verify_width=4)
+
+
 def test_train_draft_on_a_gemma_target(gemma_target, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """EAGLE-3 drafts train against Gemma targets too, and pair with them."""
     root, target = gemma_target
@@ -226,3 +235,61 @@ def test_training_forwards_stay_on_the_model_device(pair) -> None:  # type: igno
         outs = draft_ttt_forward(dmodel, tokens, hidden, 3)
     assert logits.device.type == "meta" and logits.shape == (2, 16, 256)
     assert [o.device.type for o in outs] == ["meta"] * 3
+
+
+def test_draft_trains_over_stored_target_features(gemma3_target, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """draft_data.py stores the target's taps and top-k log-probabilities (bf16 compute),
+    redoes only a missing shard, and train_draft.py --features learns from them alone."""
+    import numpy as np
+    from draft_data import SHARD_ROWS, TOP_K, cli
+    from train_draft import main
+
+    root, target = gemma3_target
+    rng = np.random.default_rng(0)
+    rows = 70  # two shards, the second partial
+    windows = np.zeros((rows, 64), np.int32)
+    lengths = rng.integers(40, 65, rows).astype(np.int32)
+    succ = rng.integers(3, 32, (32, 2))
+    for r in range(rows):
+        windows[r, 0], windows[r, 1] = 2, rng.integers(3, 32)
+        for j in range(2, lengths[r]):
+            windows[r, j] = succ[windows[r, j - 1], rng.integers(0, 2)]
+    data = tmp_path / "data"
+    data.mkdir()
+    np.save(data / "corpus.npy", windows)
+    np.save(data / "corpus_lengths.npy", lengths)
+    args = ["features", "--target", str(root / "target"), "--out", str(data)]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    shards = sorted((data / "shards").glob("*.topk_ids.npy"))
+    assert len(shards) == 2
+    ids, logp = np.load(shards[0]), np.load(data / "shards" / "00000.topk_logp.npy")
+    assert ids.shape == (SHARD_ROWS, 64, TOP_K)
+    logits, _ = target_forward(target.model, torch.from_numpy(windows[:4].astype(np.int64)))
+    want = torch.log_softmax(logits, -1).topk(TOP_K, -1)
+    # bf16 matmuls: the top entry and its log-probability within bf16's reach.
+    assert (torch.from_numpy(ids[:4, :, 0]).long() == want.indices[..., 0]).float().mean() > 0.97
+    torch.testing.assert_close(
+        torch.from_numpy(logp[:4, :, 0]).float(), want.values[..., 0], atol=0.05, rtol=0
+    )
+    second = data / "shards" / "00001.hidden.npy"
+    stamp = second.stat().st_mtime_ns
+    (data / "shards" / "00000.topk_ids.npy").unlink()
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert (data / "shards" / "00000.topk_ids.npy").exists()
+    assert second.stat().st_mtime_ns == stamp  # the finished shard was not redone
+
+    def train(out: Path, steps: int) -> dict:  # type: ignore[type-arg]
+        args = ["--target", str(root / "target"), "--features", str(data), "--out", str(out),
+                "--draft-vocab", "24", "--ttt-steps", "3", "--batch", "4", "--steps",
+                str(steps), "--lr", "3e-3", "--warmup", "5", "--device", "cpu"]  # fmt: skip
+        result = CliRunner().invoke(main, args, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return json.loads((out / "training.json").read_text())
+
+    before = train(tmp_path / "d0", 0)
+    after = train(tmp_path / "d1", 40)
+    assert after["held_out_loss"] < before["held_out_loss"] - 0.1
+    assert set(after["held_out"]) == {"corpus"}
+    eager_draft(tmp_path / "d1", target, step_width=1)  # validates the pair

@@ -1,0 +1,344 @@
+"""Training data of an EAGLE-3 draft for a real target, built once and stored.
+
+Three stages, each resumable (a finished piece is never redone; every file lands by rename):
+
+``corpus``    text this machine already has, tokenized with the target's tokenizer into
+              windows that start with <bos>: manual pages (``man``, rendered), the text files
+              of ``/usr/share/doc`` and this Python's standard library sources. Each source's
+              licence is its own: the Debian packages' ``copyright`` files beside them, the
+              PSF licence for the standard library. The windows are training inputs only;
+              what the draft learns to predict is the target's distribution over them.
+``generate``  self-distillation: the target's own continuations (half greedy, half sampled at
+              T=0.8, top-p 0.95) of prompts made from the corpus (a manual page's summary
+              line turned into a question or instruction, a passage's opening, a function's
+              signature and docstring), run through etspec's own runtime on the exported
+              target: the text the draft will be asked to predict when deployed.
+``features``  the frozen target over every window, batched: its tapped hidden states (bf16)
+              and its top-k next-token log-probabilities, so that training epochs run over
+              the draft alone.
+
+    python scripts/draft_data.py corpus   --target HF_DIR --out DATA
+    python scripts/draft_data.py generate --target-pte TARGET.pte --out DATA [--count N]
+    python scripts/draft_data.py features --target HF_DIR --out DATA
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import random
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+import numpy as np
+import torch
+from code_corpus import source_files, stdlib_root
+from tqdm import tqdm
+
+WINDOW = 256  # tokens per training window, <bos> included
+TOP_K = 20  # next-token log-probabilities stored per position
+SHARD_ROWS = 64  # windows per feature shard
+GEN_TOKENS = 160  # new tokens per self-distilled continuation
+GCLOUD_PAGES = 100  # the Cloud SDK ships ~16,000 near-identical pages; a few are enough
+
+
+def _atomic_write(path: Path, write) -> None:  # type: ignore[no-untyped-def]
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            np.save(f, array)
+
+    _atomic_write(path, write)
+
+
+# -- corpus ----------------------------------------------------------------------------------
+
+
+def _man_pages() -> list[Path]:
+    pages = sorted(
+        p for sec in ("1", "5", "7", "8") for p in Path(f"/usr/share/man/man{sec}").glob("*.gz")
+    )
+    cloud = [p for p in pages if p.name.startswith("gcloud")]
+    return [p for p in pages if not p.name.startswith("gcloud")] + cloud[
+        :: max(1, len(cloud) // GCLOUD_PAGES)
+    ]
+
+
+def _render_man(page: Path) -> str:
+    env = {**os.environ, "MANWIDTH": "80", "MAN_KEEP_FORMATTING": "0", "LC_ALL": "C.UTF-8"}
+    try:
+        out = subprocess.run(
+            ["man", "--no-hyphenation", "--no-justification", "-l", str(page)],
+            capture_output=True,
+            env=env,
+            timeout=20,
+        ).stdout.decode("utf-8", "replace")
+    except subprocess.TimeoutExpired:
+        return ""
+    text = re.sub(r".\x08", "", out)  # overstrike bold/underline
+    lines = text.strip().splitlines()[1:-1]  # the running header and footer
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def _doc_files() -> list[Path]:
+    root = Path("/usr/share/doc")
+    keep = (".txt", ".md", ".rst", ".txt.gz", ".md.gz", ".rst.gz")
+    files = [
+        p
+        for p in root.rglob("*")
+        if p.is_file()
+        and not p.is_symlink()
+        and (p.name.endswith(keep) or p.name.startswith("README"))
+        and "changelog" not in p.name.lower()
+    ]
+    return sorted(files)
+
+
+def _read_doc(path: Path) -> str:
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        return raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile):
+        return ""
+
+
+def _texts() -> Iterator[tuple[str, str, str]]:
+    """(source, name, text) for every corpus document, in a fixed order."""
+    for page in tqdm(_man_pages(), desc="man pages"):
+        text = _render_man(page)
+        if len(text) > 200:
+            yield "man", page.name, text
+    for path in _doc_files():
+        text = _read_doc(path)
+        if len(text) > 200:
+            yield "doc", str(path), text
+    root = stdlib_root()
+    for path in source_files(root):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        if len(text) > 200:
+            yield "python", path.relative_to(root).as_posix(), text
+
+
+def _tokenizer(target: Path):  # type: ignore[no-untyped-def]
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(target / "tokenizer.json"))
+
+
+def _bos(target: Path) -> int:
+    cfg = json.loads((target / "config.json").read_text())
+    return int(cfg.get("bos_token_id", 2))
+
+
+@click.group()
+def cli() -> None:
+    """Build an EAGLE-3 draft's training data for a real target."""
+
+
+@cli.command()
+@click.option("--target", type=click.Path(path_type=Path, exists=True), required=True)
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+@click.option("--max-windows", default=2500, show_default=True, help="Per source.")
+def corpus(target: Path, out: Path, max_windows: int) -> None:
+    """Tokenize the machine's text into <bos>-led windows (DATA/corpus.npy, sources.json)."""
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / "corpus.npy").exists():
+        click.echo(f"{out / 'corpus.npy'} exists")
+        return
+    tok, bos = _tokenizer(target), _bos(target)
+    body = WINDOW - 1
+    per_source: dict[str, list[np.ndarray]] = {}
+    openings: list[dict] = []  # type: ignore[type-arg]
+    for source, name, text in _texts():
+        ids = np.asarray(tok.encode(text, add_special_tokens=False).ids, dtype=np.int32)
+        rows = per_source.setdefault(source, [])
+        openings.append({"source": source, "name": name, "text": text[:4000]})
+        for start in range(0, max(1, len(ids) - body // 2), body):
+            piece = ids[start : start + body]
+            if len(piece) < body // 2:
+                break
+            rows.append(np.concatenate([[bos], piece, np.zeros(body - len(piece), np.int32)]))
+    rng = np.random.default_rng(0)
+    windows, lengths, counts = [], [], {}
+    for source, rows in sorted(per_source.items()):
+        pick = rng.permutation(len(rows))[:max_windows]
+        counts[source] = {"documents": sum(o["source"] == source for o in openings),
+                          "windows": len(pick)}  # fmt: skip
+        for i in sorted(pick):
+            row = rows[i]
+            windows.append(row)
+            nz = np.flatnonzero(row)
+            lengths.append(int(nz[-1]) + 1 if len(nz) else 1)
+    _save_npy(out / "corpus_lengths.npy", np.asarray(lengths, np.int32))
+    _save_npy(out / "corpus.npy", np.stack(windows).astype(np.int32))
+    licences = {
+        "man": "manual pages of the installed Debian packages; each page's licence is in "
+        "/usr/share/doc/<package>/copyright",
+        "doc": "text files of /usr/share/doc; licence per package in its copyright file",
+        "python": "CPython standard library sources, PSF License Agreement",
+    }
+    meta = {"sources": counts, "licences": licences, "window": WINDOW}
+    (out / "sources.json").write_text(json.dumps(meta, indent=2))
+    random.Random(0).shuffle(openings)
+    with open(out / "openings.jsonl", "w") as f:
+        for o in openings:
+            f.write(json.dumps(o) + "\n")
+    click.echo(f"corpus: {json.dumps(counts)}")
+
+
+# -- self-distillation -----------------------------------------------------------------------
+
+
+def _prompts(out: Path, count: int) -> list[str]:
+    """Prompts in the forms users write to a base model, from the corpus openings."""
+    rng = random.Random(1)
+    prompts: list[str] = []
+    forms = (
+        "Explain what {} does.\n\n",
+        "Write a short guide to {}.\n\n",
+        "Q: What is {}?\nA:",
+        "Describe {} in a few sentences.\n\n",
+        "Give three tips for using {}:\n\n1.",
+        "Write a short story about someone who uses {}.\n\n",
+    )
+    with open(out / "openings.jsonl") as f:
+        openings = [json.loads(line) for line in f]
+    for o in openings:
+        text = o["text"]
+        if o["source"] == "man":
+            m = re.search(r"NAME\s*\n\s*(.+?)\s+[-\u2010\u2013]+\s+(.+)", text)
+            if m:
+                prompts.append(rng.choice(forms).format(f"{m.group(1)} ({m.group(2).strip()})"))
+            paras = [p for p in text.split("\n\n")[2:8] if len(p) > 60]
+            if paras:
+                prompts.append(" ".join(rng.choice(paras).split())[:300])
+        elif o["source"] == "doc":
+            prompts.append(text[: rng.randrange(80, 400)])
+        else:
+            m = re.search(r"\n(    )?def [^\n]+\n(\s+\"\"\"[\s\S]*?\"\"\"\n)?", text)
+            prompts.append(m.group(0).lstrip("\n") if m else text[:300])
+    prompts = [p for p in prompts if len(p.strip()) > 10]
+    rng.shuffle(prompts)
+    return prompts[:count]
+
+
+@cli.command()
+@click.option("--target-pte", type=click.Path(path_type=Path, exists=True), required=True)
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+@click.option("--count", default=1200, show_default=True, help="Continuations to generate.")
+@click.option("--seed", default=0, show_default=True)
+def generate(target_pte: Path, out: Path, count: int, seed: int) -> None:
+    """The target's own continuations, greedy and sampled (DATA/generated.jsonl)."""
+    from etspec.runtime.runner import TextLLMRunner
+    from etspec.runtime.sampling import SamplingConfig
+
+    path = out / "generated.jsonl"
+    done = set()
+    if path.exists():
+        with open(path) as f:
+            done = {json.loads(line)["i"] for line in f if line.endswith("\n")}
+    prompts = _prompts(out, count)
+    runner = TextLLMRunner.from_pte(target_pte)
+    t0, made = time.time(), 0
+    with open(path, "a") as f:
+        for i, prompt in enumerate(tqdm(prompts, desc="self-distill")):
+            if i in done:
+                continue
+            sampled = i % 2 == 1
+            key = int(hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()[:8], 16)
+            sampling = (
+                SamplingConfig(temperature=0.8, top_p=0.95, seed=key)
+                if sampled
+                else SamplingConfig()
+            )
+            ids = runner.encode(prompt)[: WINDOW // 2]
+            result = runner.generate(ids, GEN_TOKENS, sampling)
+            row = {"i": i, "sampled": sampled, "prompt_ids": ids, "ids": list(result.token_ids)}
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            made += len(result.token_ids)
+    click.echo(f"generated {made} tokens in {time.time() - t0:.0f} s")
+
+
+# -- features --------------------------------------------------------------------------------
+
+
+def _windows(out: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(windows [N, WINDOW], valid lengths [N], generated? [N]) over corpus and generations."""
+    rows = [np.load(out / "corpus.npy")]
+    lengths = [np.load(out / "corpus_lengths.npy")]
+    gen_rows, gen_len = [], []
+    path = out / "generated.jsonl"
+    if path.exists():
+        with open(path) as f:
+            for line in f:
+                if not line.endswith("\n"):
+                    continue
+                r = json.loads(line)
+                ids = (r["prompt_ids"] + r["ids"])[:WINDOW]
+                gen_rows.append(np.pad(np.asarray(ids, np.int32), (0, WINDOW - len(ids))))
+                gen_len.append(len(ids))
+    if gen_rows:
+        rows.append(np.stack(gen_rows))
+        lengths.append(np.asarray(gen_len, np.int32))
+    flags = np.concatenate([np.zeros(len(rows[0]), bool), np.ones(len(gen_rows), bool)])
+    return np.concatenate(rows), np.concatenate(lengths), flags
+
+
+@cli.command()
+@click.option("--target", type=click.Path(path_type=Path, exists=True), required=True)
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+@click.option("--batch", default=4, show_default=True)
+def features(target: Path, out: Path, batch: int) -> None:
+    """Tapped hidden states and top-k log-probabilities of every window (DATA/shards/)."""
+    from etspec.models.target import load_target
+    from etspec.models.training import target_forward
+
+    windows, lengths, generated = _windows(out)
+    shards = out / "shards"
+    shards.mkdir(exist_ok=True)
+    if (out / "windows.npy").exists() and not np.array_equal(np.load(out / "windows.npy"), windows):
+        raise click.UsageError(f"the windows changed since {shards} was made; remove it first")
+    _save_npy(out / "windows.npy", windows)
+    _save_npy(out / "lengths.npy", lengths)
+    _save_npy(out / "generated.npy", generated)
+    model = load_target(target, max_context=windows.shape[1], scratch=0).eval().requires_grad_(False)
+    n_shards = -(-len(windows) // SHARD_ROWS)
+    todo = [s for s in range(n_shards) if not (shards / f"{s:05d}.topk_ids.npy").exists()]
+    for s in tqdm(todo, desc="target features"):
+        rows = torch.from_numpy(windows[s * SHARD_ROWS : (s + 1) * SHARD_ROWS].astype(np.int64))
+        hidden, ids, logp = [], [], []
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            for chunk in rows.split(batch):
+                logits, h = target_forward(model, chunk)
+                lp = torch.log_softmax(logits.float(), -1)
+                top = lp.topk(TOP_K, -1)
+                hidden.append(h.to(torch.bfloat16).view(torch.int16))
+                ids.append(top.indices.int())
+                logp.append(top.values.half())
+        _save_npy(shards / f"{s:05d}.hidden.npy", torch.cat(hidden).numpy())
+        _save_npy(shards / f"{s:05d}.topk_logp.npy", torch.cat(logp).numpy())
+        _save_npy(shards / f"{s:05d}.topk_ids.npy", torch.cat(ids).numpy())  # written last
+    meta = {"windows": len(windows), "generated": int(generated.sum()), "shards": n_shards,
+            "shard_rows": SHARD_ROWS, "window": windows.shape[1], "top_k": TOP_K,
+            "hidden_width": model.hidden_width, "tokens": int(lengths.sum())}  # fmt: skip
+    (out / "features.json").write_text(json.dumps(meta, indent=2))
+    click.echo(f"features: {json.dumps(meta)}")
+
+
+if __name__ == "__main__":
+    cli()
