@@ -316,7 +316,9 @@ def features(target: Path, out: Path, batch: int) -> None:
     _save_npy(out / "windows.npy", windows)
     _save_npy(out / "lengths.npy", lengths)
     _save_npy(out / "generated.npy", generated)
-    model = load_target(target, max_context=windows.shape[1], scratch=0).eval().requires_grad_(False)
+    model = (
+        load_target(target, max_context=windows.shape[1], scratch=0).eval().requires_grad_(False)
+    )
     n_shards = -(-len(windows) // SHARD_ROWS)
     todo = [s for s in range(n_shards) if not (shards / f"{s:05d}.topk_ids.npy").exists()]
     for s in tqdm(todo, desc="target features"):
