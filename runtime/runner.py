@@ -6,9 +6,10 @@ the same object whether it decodes with the target alone or speculatively.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -240,19 +241,8 @@ class TextLLMRunner:
         record_logits: bool,
         trace: bool,
     ) -> GenerationResult:
-        held = []
-        for lock in self._locks:
-            if not lock.acquire(blocking=False):
-                for h in reversed(held):
-                    h.release()
-                raise GenerationError(
-                    "this runner, or another runner over the same loaded programs, is "
-                    "generating in another thread; give each thread its own load "
-                    "(TextLLMRunner.from_pte or load_runners)"
-                )
-            held.append(lock)
-        self._stop.clear()
-        try:
+        with self._holding("generate"):
+            self._stop.clear()
             return self._generate(
                 prompt,
                 max_new_tokens,
@@ -263,6 +253,22 @@ class TextLLMRunner:
                 record_logits,
                 trace,
             )
+
+    @contextlib.contextmanager
+    def _holding(self, what: str) -> Iterator[None]:
+        """Hold the lock of every program this runner runs, or refuse at once: a second
+        thread's generate or reset must never touch caches a running generation uses."""
+        held = []
+        try:
+            for lock in self._locks:
+                if not lock.acquire(blocking=False):
+                    raise GenerationError(
+                        f"cannot {what}: this runner, or another runner over the same loaded "
+                        "programs, is generating in another thread; give each thread its own "
+                        "load (TextLLMRunner.from_pte or load_runners)"
+                    )
+                held.append(lock)
+            yield
         finally:
             for h in reversed(held):
                 h.release()
@@ -346,9 +352,11 @@ class TextLLMRunner:
         return {**self.generator.describe(), "target": self.meta.constant_methods()}
 
     def reset(self) -> None:
-        """Clear every cache: the target's and the generator's."""
-        self.target.run(TARGET_RESET)
-        self.generator.reset()
+        """Clear every cache: the target's and the generator's. Refused (GenerationError)
+        while this runner, or another over the same load, generates in another thread."""
+        with self._holding("reset"):
+            self.target.run(TARGET_RESET)
+            self.generator.reset()
 
     def memory(self) -> dict[str, int]:
         mem = {

@@ -29,18 +29,23 @@ def _python(req: dict) -> dict:  # type: ignore[type-arg]
     policy = AutoTree(auto_candidates(meta, req["branching"]), meta.verify_widths)  # type: ignore[arg-type]
     policy.use_costs(costs)
     chosen = []
-    for depth, noise in zip(req["depths"], req["noise"], strict=True):
+    offers = req.get("offers", [1 << 20] * len(req["depths"]))
+    for depth, noise, offer in zip(req["depths"], req["noise"], offers, strict=True):
         shape = policy.choose()
-        height = shape.cost.max_height
+        height = min(offer, shape.cost.max_height)
         seconds = costs.predict(shape, meta.verify_widths) * (1 + noise)
-        policy.observe(shape, StepOutcome(height, min(depth, height), seconds))
+        policy.observe(
+            shape, StepOutcome(height, min(depth, height), seconds, shape.cost.max_height)
+        )
         chosen.append(shape.name)
     names = [s.name for s in policy.shapes]
     return {"candidates": names, "chosen": chosen,
             "estimates": {s.name: policy.estimate(s) for s in policy.shapes}}  # fmt: skip
 
 
-def _scenario(seed: int, accept: float, widths: list[int], branching: bool) -> dict:  # type: ignore[type-arg]
+def _scenario(  # type: ignore[type-arg]
+    seed: int, accept: float, widths: list[int], branching: bool, lookup: bool = False
+) -> dict:
     """Recorded costs of the bundled pair's kind (verify cost growing with width, a draft
     step a quarter of a verify) and `accept`-geometric accepted depths, with timing noise."""
     rng = random.Random(seed)
@@ -63,24 +68,25 @@ def _scenario(seed: int, accept: float, widths: list[int], branching: bool) -> d
         },
         "depths": depths,
         "noise": [rng.uniform(-0.2, 0.6) for _ in depths],
-    }
+    } | ({"offers": [rng.choice((0, 1, 2, 2, 3, 5, 8)) for _ in depths]} if lookup else {})
 
 
 @pytest.mark.parametrize(
-    ("seed", "accept", "widths", "branching"),
+    ("seed", "accept", "widths", "branching", "lookup"),
     [
-        (0, 0.8, [4, 8, 16], True),
-        (1, 0.5, [4, 8, 16], True),
-        (2, 0.75, [4, 8], False),
-        (3, 0.3, [8, 16, 72], True),
-        (4, 0.7, [4], True),
-        (5, 0.05, [4, 8, 16], False),  # a draft that rarely agrees: drafting nothing wins
+        (0, 0.8, [4, 8, 16], True, False),
+        (1, 0.5, [4, 8, 16], True, False),
+        (2, 0.75, [4, 8], False, False),
+        (3, 0.3, [8, 16, 72], True, False),
+        (4, 0.7, [4], True, False),
+        (5, 0.05, [4, 8, 16], False, False),  # a draft that rarely agrees: drafting nothing wins
+        (6, 0.9, [4, 8, 16], False, True),  # prompt lookup: matches of 0-8 tokens
     ],
 )
 def test_cpp_dispatcher_chooses_as_python(  # type: ignore[no-untyped-def]
-    runner_bin: Path, tmp_path: Path, seed, accept, widths, branching
+    runner_bin: Path, tmp_path: Path, seed, accept, widths, branching, lookup
 ) -> None:
-    req = _scenario(seed, accept, widths, branching)
+    req = _scenario(seed, accept, widths, branching, lookup)
     (tmp_path / "req.json").write_text(json.dumps(req))
     tool = runner_bin.parent / "etspec_dispatch_replay"
     res = subprocess.run([str(tool), str(tmp_path / "req.json")], capture_output=True, text=True)

@@ -77,6 +77,25 @@ def test_depth_acceptance_counts_reached_and_accepted_depths() -> None:
     assert DepthAcceptance().expected_tokens(2) == pytest.approx(1 + 0.5 + 0.25)
 
 
+def test_a_proposal_that_runs_out_ends_the_chain_like_a_rejection() -> None:
+    """Prompt lookup offering fewer tokens than the chain allows (its match ran out): a
+    chain7 whose steps draft 2 or 6 tokens and accept them all emits 3 or 7, a mean of 5,
+    not what depths 3-6 measured on the long matches alone would promise."""
+    rng = random.Random(1)
+    pooled, plain = DepthAcceptance(), DepthAcceptance()
+    emitted = []
+    for _ in range(2000):
+        offered = rng.choice((2, 6))
+        pooled.observe(offered, offered, allowed=7)
+        plain.observe(offered, offered)
+        emitted.append(offered + 1)
+    assert pooled.expected_tokens(7) == pytest.approx(sum(emitted) / len(emitted), abs=0.1)
+    assert plain.expected_tokens(7) > 6.5  # what the estimate was before
+    lone = DepthAcceptance()
+    lone.observe(0, 0, allowed=7)  # nothing offered: depth 1 reached, not accepted
+    assert lone.reached == [1] and lone.accepted == [0]
+
+
 def test_depth_acceptance_pools_chains_of_any_length() -> None:
     # Steps of chain2 and chain6 together estimate chain4 (never run) within 0.05 tokens.
     rng = random.Random(0)

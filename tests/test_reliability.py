@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -387,8 +388,9 @@ def test_two_runners_in_two_threads_give_the_ids_they_give_alone(files) -> None:
         assert results[i] == alone[i] * 3
 
 
+@pytest.mark.parametrize("call", ["generate", "reset"])
 @pytest.mark.parametrize("second_runner", [1, 0], ids=["same runner", "other runner of the load"])
-def test_runners_of_one_load_refuse_a_second_thread(loaded, second_runner: int) -> None:  # type: ignore[no-untyped-def]
+def test_runners_of_one_load_refuse_a_second_thread(loaded, second_runner: int, call: str) -> None:  # type: ignore[no-untyped-def]
     """The speculative runner generates in one thread; the same runner, or the target-only
     runner built over the same programs, is refused from another with one line, and the
     running request is not disturbed (their KV writes would otherwise interleave)."""
@@ -409,15 +411,51 @@ def test_runners_of_one_load_refuse_a_second_thread(loaded, second_runner: int) 
     t = threading.Thread(target=first)
     t.start()
     assert inside.wait(timeout=30)
-    second: Callable[[], Any] = lambda: other.generate(PROMPT, 4)  # noqa: E731
+    second: Callable[[], Any] = (
+        (lambda: other.generate(PROMPT, 4)) if call == "generate" else other.reset
+    )
     with pytest.raises(GenerationError) as err:
         second()
-    _assert_one_line(str(err.value), "generating in another thread", "its own load")
+    _assert_one_line(str(err.value), f"cannot {call}", "generating in another thread")
     release.set()
     t.join()
     assert out["ids"] == before  # the refused call did not disturb the running one
     assert runner.generate(PROMPT, 20, ignore_eos=True).token_ids == before
     assert other.generate(PROMPT, 4, ignore_eos=True).token_ids == other_before
+
+
+def test_resets_hammered_from_another_thread_never_change_a_generation(loaded) -> None:  # type: ignore[no-untyped-def]
+    """reset() on the other runner of the load in a tight loop while 30 requests run: a
+    reset and a generate never overlap (the later one is refused with one line); every
+    request's tokens equal its solo run."""
+    runner, other = loaded[1], loaded[0]
+    alone = runner.generate(PROMPT, 12, ignore_eos=True).token_ids
+    done = threading.Event()
+    refused = [0, 0]  # refused, landed
+
+    def hammer() -> None:
+        while not done.is_set():
+            try:
+                other.reset()
+                refused[1] += 1
+            except GenerationError:
+                refused[0] += 1
+            time.sleep(0.001)  # a reset every millisecond, as the reproduction did
+
+    t = threading.Thread(target=hammer)
+    t.start()
+    got: list[list[int]] = []
+    try:
+        while len(got) < 30:
+            try:  # a reset holding the load refuses this thread's call in turn: retry
+                got.append(runner.generate(PROMPT, 12, ignore_eos=True).token_ids)
+            except GenerationError as e:
+                _assert_one_line(str(e), "cannot generate", "another thread")
+    finally:
+        done.set()
+        t.join()
+    assert all(ids == alone for ids in got)
+    assert refused[0] > 0  # the hammer did hit running generations
 
 
 # --- soak (the full run is scripts/soak.py on the bundled pair) ------------------------------

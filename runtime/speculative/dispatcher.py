@@ -81,8 +81,17 @@ class DepthAcceptance:
     reached: list[int] = field(default_factory=list)
     accepted: list[int] = field(default_factory=list)
 
-    def observe(self, height: int, accepted: int) -> None:
+    def observe(self, height: int, accepted: int, allowed: int | None = None) -> None:
+        """A step that drafted ``height`` tokens and accepted ``accepted`` of them. When
+        every drafted token was accepted but the drafter offered fewer than ``allowed``
+        (prompt lookup's match ran out), depth ``height + 1`` counts as reached and not
+        accepted: the step ended there as a rejection would have ended it. Otherwise the
+        depths past a short proposal would be judged only on the steps that did reach them
+        (the long matches of repetitive stretches), and a long chain would look better than
+        it runs (sampled lookup on chat prompts: 79.7 tok/s estimated, 58.8 run)."""
         deepest = min(accepted + 1, height)
+        if allowed is not None and accepted == height < allowed:
+            deepest = height + 1
         while len(self.reached) < deepest:
             self.reached.append(0)
             self.accepted.append(0)
@@ -241,7 +250,7 @@ class AutoTree(TreePolicy):
             extra = step.seconds - self.costs.predict(shape, self.widths)
             self._extra[isinstance(shape, ChainShape)].append(extra)
         if isinstance(shape, ChainShape) and shape.length:  # drafting nothing teaches nothing
-            self.chains.observe(step.height, step.accepted)
+            self.chains.observe(step.height, step.accepted, step.allowed)
             self.chain_steps.add(step.emitted, step.seconds)
 
     def for_request(self, sampler: Sampler) -> TreePolicy:

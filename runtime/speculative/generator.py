@@ -137,7 +137,12 @@ class SpeculativeTokenGenerator:
                 )
             policy.observe(
                 shape,
-                StepOutcome(tree.max_depth, verdict.accepted, time.perf_counter() - t0),
+                StepOutcome(
+                    tree.max_depth,
+                    verdict.accepted,
+                    time.perf_counter() - t0,
+                    min(shape.cost.max_height, height),
+                ),
             )
             root = verdict.next_token
 

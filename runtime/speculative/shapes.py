@@ -68,6 +68,10 @@ class StepOutcome:
     height: int  # depth of the deepest drafted node (0: nothing was drafted)
     accepted: int  # draft tokens accepted (the step emitted one more)
     seconds: float  # wall time of the step: draft, verify, accept, commit
+    # How deep the step could have drafted (its shape, capped by the token budget); a
+    # drafter that offered less (prompt lookup's match ran out) ended the chain itself.
+    # None: ``height``.
+    allowed: int | None = None
 
     @property
     def emitted(self) -> int:

@@ -40,13 +40,17 @@ int main(int argc, char** argv) {
     policy.use_costs(costs);
     const auto depths = req.at("depths").get<std::vector<int64_t>>();
     const auto noise = req.at("noise").get<std::vector<double>>();
+    // Optional: how many tokens the drafter offered at each step (prompt lookup's match);
+    // without it every step drafts its shape's full height.
+    const auto offers = req.value("offers", std::vector<int64_t>(depths.size(), 1 << 20));
     nlohmann::json answer = {{"candidates", nlohmann::json::array()},
                              {"chosen", nlohmann::json::array()},
                              {"estimates", nlohmann::json::object()}};
     for (size_t i = 0; i < depths.size(); ++i) {
       const etspec::TreeShape& shape = policy.choose();
       const double seconds = costs.predict(shape, meta.verify_widths) * (1 + noise[i]);
-      policy.observe(shape, {shape.max_height, std::min(depths[i], shape.max_height), seconds});
+      const int64_t height = std::min(offers[i], shape.max_height);
+      policy.observe(shape, {height, std::min(depths[i], height), seconds, shape.max_height});
       answer["chosen"].push_back(shape.name);
     }
     for (const etspec::TreeShape* s : policy.candidates()) {

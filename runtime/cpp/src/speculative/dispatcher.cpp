@@ -40,8 +40,11 @@ double StepRecord::standard_error() const {
   return std::sqrt(var / steps);
 }
 
-void DepthAcceptance::observe(int64_t height, int64_t accepted_tokens) {
-  const int64_t deepest = std::min(accepted_tokens + 1, height);
+void DepthAcceptance::observe(int64_t height, int64_t accepted_tokens, int64_t allowed) {
+  int64_t deepest = std::min(accepted_tokens + 1, height);
+  // Every drafted token accepted, but the drafter offered fewer than the step allowed:
+  // depth height + 1 was reached and ended the step as a rejection would (dispatcher.py).
+  if (accepted_tokens == height && height < allowed) deepest = height + 1;
   while (static_cast<int64_t>(reached.size()) < deepest) {
     reached.push_back(0);
     accepted.push_back(0);
@@ -210,7 +213,7 @@ void AutoTree::observe(const TreeShape& shape, const StepOutcome& step) {
     if (extra.size() > kExtraKept) extra.pop_front();
   }
   if (chain && as_chain(shape)->length() > 0) {  // drafting nothing teaches nothing
-    chains_.observe(step.height, step.accepted);
+    chains_.observe(step.height, step.accepted, step.allowed);
     chain_steps_.add(step.emitted(), step.seconds);
   }
 }

@@ -39,7 +39,8 @@ struct StepRecord {
 // Chain acceptance by depth, pooled over every chain step of any length.
 struct DepthAcceptance {
   std::vector<int64_t> reached, accepted;
-  void observe(int64_t height, int64_t accepted_tokens);
+  // allowed: how deep the step could have drafted; -1 when it drafted all it could.
+  void observe(int64_t height, int64_t accepted_tokens, int64_t allowed = -1);
   // P(depth accepted | all shallower accepted), a Laplace prior; unseen depths borrow the
   // deepest seen one.
   double conditional(int64_t depth) const;

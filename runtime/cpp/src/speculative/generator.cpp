@@ -101,7 +101,8 @@ void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
       }
       stats.draft_calls += draft_->accept(acceptance);
     }
-    policy.observe(shape, {tree.max_depth, verdict.accepted(), seconds_since(t0)});
+    policy.observe(shape, {tree.max_depth, verdict.accepted(), seconds_since(t0),
+                           std::min(shape.max_height, height)});
     root = verdict.next_token;
   }
 }

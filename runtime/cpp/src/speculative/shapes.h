@@ -42,6 +42,9 @@ struct StepOutcome {
   int64_t height = 0;    // depth of the deepest drafted node (0: nothing was drafted)
   int64_t accepted = 0;  // draft tokens accepted (the step emitted one more)
   double seconds = 0;    // wall time of the step: draft, verify, accept, commit
+  // How deep the step could have drafted (its shape, capped by the token budget); a drafter
+  // that offered less (prompt lookup's match ran out) ended the chain itself. -1: height.
+  int64_t allowed = -1;
   int64_t emitted() const { return accepted + 1; }
 };
 
