@@ -188,6 +188,8 @@ MESSAGES = {
     "prompt_file_not_utf8": "{path}: not UTF-8 text (byte 0x{byte} at offset {offset}); save "
     "the prompt as UTF-8",
     "prompt_file_unreadable": "{path}: the prompt file cannot be read ({reason})",
+    "prompt_file_too_large": "{path}: larger than {limit} MiB, more than any context holds; "
+    "give a shorter prompt",
     "one_prompt": "give exactly one of {choices}",
     "auto_no_candidates": "--tree auto has no candidate shape for this artifact",
     # Request checks (runtime/runner.py, the C++ Runner::generate), before any state changes.
@@ -345,6 +347,9 @@ AUTO_TIME_PRIOR_STEPS = 4
 # and the costs are measured again at the first generation after this many steps (the first
 # measurement runs in a cold process).
 AUTO_REMEASURE_AFTER = 32
+# The largest prompt file either runtime reads (checked before reading it whole: a
+# /dev/zero or a stray binary must not fill memory); no context holds a prompt that long.
+PROMPT_FILE_MAX_BYTES = 8 << 20
 # A seeded sampling request prices the shapes with these fixed costs instead of timings, so
 # its choices (and with them its random stream) repeat on every run: a verify of w rows
 # costs BASE + PER_ROW * w, a draft call (a step or the extend) DRAFT_CALL, in units of
@@ -740,6 +745,7 @@ def cpp_header() -> str:
         + "};",
         f"inline constexpr double kAutoTimePriorSteps = {AUTO_TIME_PRIOR_STEPS};",
         f"inline constexpr long kAutoRemeasureAfter = {AUTO_REMEASURE_AFTER};",
+        f"inline constexpr long kPromptFileMaxBytes = {PROMPT_FILE_MAX_BYTES};",
         f"inline constexpr double kAutoSeededVerifyBase = {AUTO_SEEDED_VERIFY_BASE!r};",
         f"inline constexpr double kAutoSeededVerifyPerRow = {AUTO_SEEDED_VERIFY_PER_ROW!r};",
         f"inline constexpr double kAutoSeededDraftCall = {AUTO_SEEDED_DRAFT_CALL!r};",

@@ -87,11 +87,17 @@ def test_text_errors_are_one_line(artifacts, runner_bin: Path, tmp_path: Path) -
     target = str(artifacts.target("gemma3_text").pte)
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"ok \xc3\x28 then")
+    big = tmp_path / "big.txt"
+    with open(big, "wb") as f:  # 50 MB, sparse
+        f.truncate(50 << 20)
     cases = [
         (["--prompt", "a", "--prompt-ids", "1"], 2, "give exactly one of --prompt TEXT"),
         ([], 2, "give exactly one of --prompt TEXT"),
         (["--prompt-file", str(tmp_path / "none.txt")], 1, "the prompt file cannot be read"),
         (["--prompt-file", str(bad)], 1, "not UTF-8 text (byte 0xc3 at offset 3)"),
+        (["--prompt-file", str(tmp_path)], 1, "cannot be read (Is a directory)"),
+        (["--prompt-file", "/dev/zero"], 1, "larger than 8 MiB, more than any context holds"),
+        (["--prompt-file", str(big)], 1, "larger than 8 MiB, more than any context holds"),
     ]
     for args, code, text in cases:
         res = _run(runner_bin, "--target", target, *args)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -300,12 +301,49 @@ def test_prompt_files_cli(files, tmp_path: Path) -> None:  # type: ignore[no-unt
     line = _cli_error(_cli(*base, files["not_utf8"]))
     _assert_one_line(line, "not UTF-8 text (byte 0xff at offset 21)", "save the prompt as UTF-8")
     _assert_one_line(_cli_error(_cli(*base, tmp_path / "none.txt")), "prompt file cannot be read")
+    _assert_one_line(_cli_error(_cli(*base, tmp_path)), "cannot be read (Is a directory)")
     # Valid UTF-8 reaches the tokenizer check: this target has none.
     (tmp_path / "ok.txt").write_text("w1 w2", encoding="utf-8")
     _assert_one_line(_cli_error(_cli(*base, tmp_path / "ok.txt")), "carries no tokenizer")
     res = _cli("generate", "--target", files["tok_a"], "--prompt-file", tmp_path / "ok.txt",
                "--max-new-tokens", "4", "--json")  # fmt: skip
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "50 MB file"])
+def test_endless_or_huge_prompt_files_are_refused_before_reading_them(
+    files, tmp_path: Path, source: str
+) -> None:  # type: ignore[no-untyped-def]
+    """In a real process: one line, within 2 s beyond start-up, and no more than 200 MB
+    beyond what refusing a missing file costs (a whole read of /dev/zero never ends)."""
+    import time
+
+    path = tmp_path / "big.txt"
+    with open(path, "wb") as f:
+        f.truncate(50 << 20)  # sparse: nothing is written
+    target = source if source == "/dev/zero" else str(path)
+
+    def run(prompt_file: str) -> tuple[int, str, float, int]:
+        """(exit code, stderr, seconds, this child's own peak RSS in bytes)."""
+        t0 = time.perf_counter()
+        with open(tmp_path / "err.txt", "w+") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "etspec", "generate", "--target", str(files["target"]),
+                 "--prompt-file", prompt_file], stdout=subprocess.DEVNULL, stderr=err,
+            )  # fmt: skip
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            err.seek(0)
+            return proc.returncode, err.read(), time.perf_counter() - t0, usage.ru_maxrss * 1024
+
+    code, stderr, base_s, base_rss = run(str(tmp_path / "none.txt"))
+    assert code == 1 and "cannot be read" in stderr
+    code, stderr, seconds, rss = run(target)
+    assert code == 1
+    assert stderr.startswith("error: ") and stderr.count("\n") == 1, stderr
+    assert "larger than 8 MiB, more than any context holds" in stderr
+    assert seconds < base_s + 2.0
+    assert rss < base_rss + (200 << 20)
 
 
 def test_prompt_of_only_special_tokens_is_served_like_any_other(

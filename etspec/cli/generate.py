@@ -12,7 +12,7 @@ import click
 
 from etspec.cli.app import main, no_weight_cache_option, option, user_errors, verbose_option
 from etspec.cli.runner_options import check_tree_knobs, parse_ids, runner_options, runner_spec
-from etspec.contract import DEFAULT_MAX_NEW_TOKENS, SEED_MAX, message
+from etspec.contract import DEFAULT_MAX_NEW_TOKENS, PROMPT_FILE_MAX_BYTES, SEED_MAX, message
 from etspec.errors import EtspecError
 
 
@@ -28,9 +28,14 @@ def _humaneval_prompt(task: str) -> str:
 
 def _read_prompt_file(path: Path) -> str:
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(PROMPT_FILE_MAX_BYTES + 1)
     except OSError as e:
         raise EtspecError(message("prompt_file_unreadable", path=path, reason=e.strerror)) from None
+    if len(data) > PROMPT_FILE_MAX_BYTES:
+        raise EtspecError(
+            message("prompt_file_too_large", path=path, limit=PROMPT_FILE_MAX_BYTES >> 20)
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -34,6 +34,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -126,14 +127,25 @@ std::string ids_json(const std::vector<int64_t>& ids) {
 }
 
 std::string read_prompt_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw etspec::Error(etspec::message("prompt_file_unreadable",
+                                        {{"path", path}, {"reason", std::strerror(EISDIR)}}));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw etspec::Error(etspec::message("prompt_file_unreadable",
                                         {{"path", path}, {"reason", std::strerror(errno)}}));
   }
-  std::stringstream s;
-  s << in.rdbuf();
-  const std::string text = s.str();
+  // Read at most one byte past the limit: /dev/zero or a stray binary must not fill memory.
+  std::string text(etspec::contract::kPromptFileMaxBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (static_cast<long>(text.size()) > etspec::contract::kPromptFileMaxBytes) {
+    throw etspec::Error(etspec::message(
+        "prompt_file_too_large",
+        {{"path", path}, {"limit", std::to_string(etspec::contract::kPromptFileMaxBytes >> 20)}}));
+  }
   if (const auto bad = etspec::invalid_utf8_at(text)) {
     char byte[3];
     std::snprintf(byte, sizeof byte, "%02x", static_cast<unsigned char>(text[*bad]));
