@@ -190,6 +190,8 @@ MESSAGES = {
     "prompt_file_unreadable": "{path}: the prompt file cannot be read ({reason})",
     "prompt_file_too_large": "{path}: larger than {limit} MiB, more than any context holds; "
     "give a shorter prompt",
+    "request_too_long": "request line longer than {limit} MiB, more than any context holds; "
+    "send a shorter prompt",
     "one_prompt": "give exactly one of {choices}",
     "auto_no_candidates": "--tree auto has no candidate shape for this artifact",
     # Request checks (runtime/runner.py, the C++ Runner::generate), before any state changes.

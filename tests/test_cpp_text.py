@@ -130,3 +130,28 @@ def test_a_tokenizer_the_runtime_cannot_read_leaves_ids_working(  # type: ignore
     res = _run(runner_bin, "--target", target, "--prompt-ids", "1,2", "--max-new-tokens", "4",
                "--ignore-eos")  # fmt: skip
     assert res.returncode == 0 and len(res.stdout.split()) == 4, res.stderr
+
+
+def test_serve_answers_every_line_and_keeps_serving(artifacts, runner_bin: Path) -> None:  # type: ignore[no-untyped-def]
+    """--serve: a request with a non-UTF-8 byte, one that is not JSON and one over the
+    request size limit each get one JSON error line; the valid request after them is served."""
+    target = str(artifacts.target("gemma3_text").pte)
+    lines = [
+        b'{"prompt": "caf\xe9"}',
+        b"{not json",
+        b'{"prompt": "' + b"a" * (9 << 20) + b'"}',
+        b'{"prompt_ids": [3, 1, 4], "max_new_tokens": 3, "ignore_eos": true}',
+    ]
+    res = subprocess.run(
+        [str(runner_bin), "--target", target, "--serve"],
+        input=b"\n".join(lines) + b"\n",
+        capture_output=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    answers = [json.loads(line) for line in res.stdout.decode().splitlines()]
+    assert len(answers) == 4, answers
+    assert "UTF-8" in answers[0]["error"]
+    assert "error" in answers[1]
+    assert "longer than 8 MiB" in answers[2]["error"]
+    assert len(answers[3]["token_ids"]) == 3

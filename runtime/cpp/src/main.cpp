@@ -168,10 +168,41 @@ std::string result_json(const etspec::Result& result);
 // runner does). A request: {"prompt": TEXT} or {"prompt_ids": [...]}, and optionally
 // max_new_tokens, temperature, top_k, top_p, seed, ignore_eos (the command line's values
 // otherwise). A request the runner refuses answers {"error": "..."}; serving goes on.
+// One line of stdin, at most `limit` bytes kept: a longer line is consumed to its end (never
+// held whole: stdin may be /dev/zero) and flagged. False at the end of input.
+bool read_request_line(std::istream& in, std::string& line, size_t limit, bool& too_long) {
+  line.clear();
+  too_long = false;
+  std::streambuf* buf = in.rdbuf();
+  bool any = false;
+  for (int ch = buf->sbumpc(); ch != std::char_traits<char>::eof(); ch = buf->sbumpc()) {
+    any = true;
+    if (ch == '\n') return true;
+    if (line.size() < limit) {
+      line.push_back(static_cast<char>(ch));
+    } else {
+      too_long = true;
+    }
+  }
+  return any;
+}
+
 int serve_requests(etspec::Runner& runner, const etspec::GenerationConfig& defaults) {
   namespace contract = etspec::contract;
+  const auto as_json = [](const nlohmann::json& j) {
+    // A message may quote the request's own bytes, which need not be UTF-8.
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
   std::string line;
-  while (std::getline(std::cin, line)) {
+  bool too_long = false;
+  while (read_request_line(std::cin, line, contract::kPromptFileMaxBytes, too_long)) {
+    if (too_long) {
+      const std::string limit = std::to_string(contract::kPromptFileMaxBytes >> 20);
+      std::cout << as_json({{contract::kServeError,
+                             etspec::message("request_too_long", {{"limit", limit}})}})
+                << "\n" << std::flush;
+      continue;
+    }
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     std::string answer;
     try {
@@ -194,7 +225,7 @@ int serve_requests(etspec::Runner& runner, const etspec::GenerationConfig& defau
               : etspec::Prompt(request.at(contract::kServePromptIds).get<std::vector<int64_t>>());
       answer = result_json(runner.generate(prompt, config));
     } catch (const std::exception& e) {
-      answer = nlohmann::json{{contract::kServeError, e.what()}}.dump();
+      answer = as_json({{contract::kServeError, e.what()}});
     }
     std::cout << answer << "\n" << std::flush;
   }
