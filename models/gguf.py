@@ -195,7 +195,7 @@ def _gemma3_config(r: Any) -> dict[str, Any]:
 
 
 # llama.cpp tensor name -> Hugging Face name (per layer: blk.N.X -> model.layers.N.Y).
-_GEMMA3_LAYER = {
+GEMMA3_LAYER = {
     "attn_q": "self_attn.q_proj",
     "attn_k": "self_attn.k_proj",
     "attn_v": "self_attn.v_proj",
@@ -210,7 +210,7 @@ _GEMMA3_LAYER = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
-_GEMMA3_TOP = {
+GEMMA3_TOP = {
     "token_embd": "model.embed_tokens",
     "output_norm": "model.norm",
     "output": "lm_head",
@@ -225,10 +225,10 @@ def _gemma3_tensors(r: Any, config: dict[str, Any]) -> dict[str, torch.Tensor]:
         base, _, suffix = t.name.rpartition(".")
         if base.startswith("blk."):
             _, index, name = base.split(".", 2)
-            hf = f"model.layers.{index}.{_GEMMA3_LAYER.get(name, '')}"
-            known = name in _GEMMA3_LAYER
+            hf = f"model.layers.{index}.{GEMMA3_LAYER.get(name, '')}"
+            known = name in GEMMA3_LAYER
         else:
-            hf, known = _GEMMA3_TOP.get(base, ""), base in _GEMMA3_TOP
+            hf, known = GEMMA3_TOP.get(base, ""), base in GEMMA3_TOP
         if not known:
             raise CheckpointError(f"GGUF tensor {t.name!r} is not part of a gemma3 model")
         value = torch.from_numpy(dequantize(t.data, t.tensor_type).copy()).float()

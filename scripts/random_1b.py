@@ -33,6 +33,8 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
+from etspec.models.gguf import GEMMA3_LAYER, GEMMA3_TOP
+
 ROOT = Path(__file__).resolve().parents[1]
 GEMMA_CACHE = ROOT / ".etspec-cache" / "gemma-3-270m"
 
@@ -97,23 +99,10 @@ LLAMA32_1B = {
 
 FAMILIES = {"gemma3-1b": GEMMA3_1B, "llama3.2-1b": LLAMA32_1B}
 
-# Hugging Face name (per layer, after model.layers.N.) -> llama.cpp name (after blk.N.).
+# Hugging Face name (per layer, after model.layers.N.) -> llama.cpp name (after blk.N.):
+# Gemma 3's is the inverse of what the converter reads (models/gguf.py).
 GGUF_LAYER = {
-    "gemma3": {
-        "self_attn.q_proj": "attn_q",
-        "self_attn.k_proj": "attn_k",
-        "self_attn.v_proj": "attn_v",
-        "self_attn.o_proj": "attn_output",
-        "self_attn.q_norm": "attn_q_norm",
-        "self_attn.k_norm": "attn_k_norm",
-        "input_layernorm": "attn_norm",
-        "post_attention_layernorm": "post_attention_norm",
-        "pre_feedforward_layernorm": "ffn_norm",
-        "post_feedforward_layernorm": "post_ffw_norm",
-        "mlp.gate_proj": "ffn_gate",
-        "mlp.up_proj": "ffn_up",
-        "mlp.down_proj": "ffn_down",
-    },
+    "gemma3": {hf: name for name, hf in GEMMA3_LAYER.items()},
     "llama": {
         "self_attn.q_proj": "attn_q",
         "self_attn.k_proj": "attn_k",
@@ -126,7 +115,7 @@ GGUF_LAYER = {
         "mlp.down_proj": "ffn_down",
     },
 }
-GGUF_TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
+GGUF_TOP = {hf: name for name, hf in GEMMA3_TOP.items()}
 
 
 def random_state(cfg: dict, seed: int) -> dict[str, torch.Tensor]:  # type: ignore[type-arg]
