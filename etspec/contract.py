@@ -193,6 +193,13 @@ MESSAGES = {
     "request_too_long": "request line longer than {limit} MiB, more than any context holds; "
     "send a shorter prompt",
     "one_prompt": "give exactly one of {choices}",
+    # --serve request lines (the C++ runner), checked against SERVE_REQUEST.
+    "serve_not_json": "request line is not JSON ({reason}); send one JSON object per line",
+    "serve_not_object": "a request is one JSON object per line, with a prompt or prompt_ids "
+    "field; got {value}",
+    "serve_unknown_field": "unknown request field '{field}'; the fields are {fields}",
+    "serve_field_kind": "request field '{field}' must be {kind}, got {value}",
+    "serve_one_prompt": "a request needs exactly one of the fields prompt and prompt_ids",
     "auto_no_candidates": "--tree auto has no candidate shape for this artifact",
     # Request checks (runtime/runner.py, the C++ Runner::generate), before any state changes.
     "empty_prompt": "empty prompt: give at least one token",
@@ -296,6 +303,32 @@ SERVE_FIELDS = {
     "IgnoreEos": "ignore_eos",
     "Error": "error",
 }
+# What each request field must hold, checked before the request runs (unknown fields are
+# refused: a misspelled "temperture" must not run greedy). Ranges the runner checks itself
+# (temperature, top-p, ids within the vocabulary) are its own messages.
+SERVE_KINDS = {
+    "text": "a string",
+    "ids": "a list of integer token ids",
+    "count": "an integer >= 1",
+    "natural": "an integer >= 0",
+    "number": "a number",
+    "flag": "true or false",
+    "seed": "an integer from 0 to 2^64 - 1, or null",
+}
+SERVE_REQUEST = {
+    "prompt": "text",
+    "prompt_ids": "ids",
+    "max_new_tokens": "count",
+    "temperature": "number",
+    "top_k": "natural",
+    "top_p": "number",
+    "seed": "seed",
+    "ignore_eos": "flag",
+}
+assert set(SERVE_REQUEST) == set(SERVE_FIELDS.values()) - {SERVE_FIELDS["Error"]}
+assert set(SERVE_REQUEST.values()) <= set(SERVE_KINDS)
+# A request value or field name quoted in an error is cut to this many characters.
+SERVE_QUOTE_MAX = 40
 # ``memory`` keys: what each program holds, as stored.
 TARGET_WEIGHTS_BYTES, TARGET_KV_BYTES = "target_weights_bytes", "target_kv_bytes"
 DRAFT_WEIGHTS_BYTES, DRAFT_KV_BYTES = "draft_weights_bytes", "draft_kv_bytes"
@@ -766,6 +799,14 @@ def cpp_header() -> str:
         "inline constexpr std::pair<const char*, const char*> kOptionAliases[] = {",
         *(f"    {{{q(a)}, {q(o)}}}," for o, aliases in OPTION_ALIASES.items() for a, _ in aliases),
         "};",
+        "// --serve request field -> its kind (SERVE_REQUEST); kind -> its wording.",
+        "inline constexpr std::pair<const char*, const char*> kServeRequest[] = {",
+        *(f"    {{{q(n)}, {q(k)}}}," for n, k in SERVE_REQUEST.items()),
+        "};",
+        "inline constexpr std::pair<const char*, const char*> kServeKinds[] = {",
+        *(f"    {{{q(k)}, {q(w)}}}," for k, w in SERVE_KINDS.items()),
+        "};",
+        f"inline constexpr size_t kServeQuoteMax = {SERVE_QUOTE_MAX};",
         "inline constexpr std::pair<const char*, const char*> kMessages[] = {",
         *(f"    {{{q(k)}, {q(v)}}}," for k, v in MESSAGES.items()),
         "};",

@@ -6,6 +6,7 @@ Gemma-style SentencePiece tokenizer (with prompt lookup); prompt files; the text
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -155,3 +156,90 @@ def test_serve_answers_every_line_and_keeps_serving(artifacts, runner_bin: Path)
     assert "error" in answers[1]
     assert "longer than 8 MiB" in answers[2]["error"]
     assert len(answers[3]["token_ids"]) == 3
+
+
+def _malformed_requests() -> list[bytes]:
+    """>= 300 request lines --serve must refuse, each with one JSON error line: broken JSON,
+    JSON that is not an object, unknown fields, every field given a value of the wrong kind,
+    and well-typed values the runner refuses (ranges, vocabulary, context)."""
+    rng = random.Random(42)
+    valid = b'{"prompt_ids": [3, 1, 4], "max_new_tokens": 3}'
+    lines = [valid[:n] for n in range(1, len(valid))]  # every truncation: not JSON
+    lines += [b"[" * 100_000, b"[" * 100_000 + b"]" * 100_000, b'{"prompt": "caf\xe9"}',
+              b'{"prompt": "\xff\xfe"}', b"\x00", b"NaN", b'{"prompt_ids": [NaN]}',
+              b'{"temperature": Infinity, "prompt": "a"}', b"{'prompt': 'a'}",
+              b'{"prompt": "a",}', b'{"prompt": "a"} {"prompt": "b"}',
+              b'{"prompt": "\\ud800"}']  # fmt: skip
+    lines += [rng.randbytes(rng.randint(1, 64)).replace(b"\n", b"") or b"?" for _ in range(70)]
+    lines += [json.dumps(v).encode() for v in (1, -2.5, "prompt", None, True, [], [1, 2], "")]
+    wrong = [None, True, False, "3", "", 1.5, -1, 0, 2**64, -(2**63) - 1, [], [1.5], {}, {"a": 1},
+             [[1]], [True], 1e400]  # fmt: skip
+    kinds = {
+        "prompt": lambda v: isinstance(v, str),
+        "prompt_ids": lambda v: isinstance(v, list) and v and all(type(i) is int for i in v),
+        "max_new_tokens": lambda v: type(v) is int and 1 <= v < 2**63,
+        "temperature": lambda v: type(v) in (int, float) and 0 <= v < 1e300,
+        "top_k": lambda v: type(v) is int and 0 <= v < 2**63,
+        "top_p": lambda v: type(v) in (int, float) and 0 < v <= 1,
+        "seed": lambda v: v is None or (type(v) is int and 0 <= v < 2**64),
+        "ignore_eos": lambda v: isinstance(v, bool),
+    }
+    for field, ok in kinds.items():
+        for value in wrong:
+            if ok(value):
+                continue
+            base = {"prompt": "a"} if field != "prompt" else {}
+            if field == "prompt_ids":
+                base = {}
+            lines.append(json.dumps({**base, field: value}).encode())
+    for _ in range(40):  # unknown fields, some near-misses of real ones
+        name = rng.choice(["temperture", "max_tokens", "Prompt", "top-p", "seed ", "n", "é" * 50,
+                           "x" * 5000, "stream", "stop"])  # fmt: skip
+        lines.append(json.dumps({"prompt": "a", name: rng.random()}).encode())
+    lines += [json.dumps(r).encode() for r in (
+        {}, {"max_new_tokens": 3}, {"prompt": "a", "prompt_ids": [1]},
+        {"prompt_ids": [10**9]}, {"prompt_ids": [-1]}, {"prompt_ids": []},
+        {"prompt_ids": [3], "max_new_tokens": 10**15}, {"prompt": "a", "temperature": -1},
+        {"prompt": "a", "temperature": 1, "top_p": 0},
+        {"prompt": "a", "temperature": 1, "top_p": 2},
+        {"prompt_ids": [3] * 100_000},
+    )]  # fmt: skip
+    return lines
+
+
+def test_serve_refuses_every_malformed_request_and_keeps_serving(  # type: ignore[no-untyped-def]
+    artifacts, runner_bin: Path
+) -> None:
+    """Fuzz --serve: each of >= 300 malformed lines gets exactly one JSON line holding a
+    one-line error (no library text, quotes cut short), the process never dies or hangs, and
+    a valid request after all of them gives the tokens it gives alone."""
+    target = str(artifacts.target("gemma3_text").pte)
+    bad = _malformed_requests()
+    assert len(bad) >= 300
+    good = b'{"prompt_ids": [3, 1, 4], "max_new_tokens": 3, "ignore_eos": true}'
+    cmd = [str(runner_bin), "--target", target, "--serve"]
+    alone = subprocess.run(cmd, input=good + b"\n", capture_output=True, timeout=120)
+    res = subprocess.run(cmd, input=b"\n".join([*bad, good]) + b"\n", capture_output=True,
+                         timeout=300)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    answers = [json.loads(line) for line in res.stdout.decode().splitlines()]
+    assert len(answers) == len(bad) + 1
+    for line, answer in zip(bad, answers[:-1], strict=True):
+        assert set(answer) == {"error"}, (line[:80], answer)
+        text = answer["error"]
+        assert "\n" not in text and "json.exception" not in text and len(text) < 400, (
+            line[:80],
+            text,
+        )
+    assert answers[-1]["token_ids"] == json.loads(alone.stdout)["token_ids"]
+    by_line = dict(zip(bad, (a["error"] for a in answers), strict=False))
+    assert "unknown request field 'temperture'" in next(
+        v for k, v in by_line.items() if b"temperture" in k
+    )
+    assert by_line[b'{"prompt": "a", "max_new_tokens": 1.5}'] == (
+        "request field 'max_new_tokens' must be an integer >= 1, got 1.5"
+    )
+    assert by_line[b'{"prompt": "a", "seed": -1}'].startswith("request field 'seed' must be")
+    assert by_line[b'{"prompt": "a", "prompt_ids": [1]}'] == (
+        "a request needs exactly one of the fields prompt and prompt_ids"
+    )

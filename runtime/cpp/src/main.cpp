@@ -187,6 +187,73 @@ bool read_request_line(std::istream& in, std::string& line, size_t limit, bool& 
   return any;
 }
 
+// A request value or name as an error quotes it: JSON text cut to kServeQuoteMax characters.
+std::string quote(const std::string& text) {
+  const size_t max = etspec::contract::kServeQuoteMax;
+  return text.size() <= max ? text : text.substr(0, max) + "...";
+}
+
+// An array or object is named, not printed: printing recurses, and a line may nest 8 MiB deep.
+std::string quote(const nlohmann::json& value) {
+  if (value.is_structured()) return std::string("a JSON ") + value.type_name();
+  return quote(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+// Whether `value` is what contract::kServeKinds' `kind` names. Booleans are never numbers,
+// and no number is converted (1.5 is not a count, -1 not a seed).
+bool holds(const nlohmann::json& value, const std::string& kind) {
+  const auto integer = [](const nlohmann::json& v) {
+    return v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT64_MAX)
+                                  : v.is_number_integer();
+  };
+  if (kind == "text") return value.is_string();
+  if (kind == "ids") {
+    if (!value.is_array()) return false;
+    for (const auto& id : value) {
+      if (!integer(id)) return false;
+    }
+    return true;
+  }
+  if (kind == "count") return integer(value) && value.get<int64_t>() >= 1;
+  if (kind == "natural") return integer(value) && value.get<int64_t>() >= 0;
+  if (kind == "number") return value.is_number();
+  if (kind == "flag") return value.is_boolean();
+  if (kind == "seed") return value.is_null() || value.is_number_unsigned();
+  throw std::logic_error("unknown request kind " + kind);
+}
+
+// The request checked against contract::kServeRequest: an object, only known fields, each
+// of its kind, exactly one prompt. Throws Error with the contract's message.
+void check_request(const nlohmann::json& request) {
+  namespace contract = etspec::contract;
+  if (!request.is_object()) {
+    throw etspec::Error(etspec::message("serve_not_object", {{"value", quote(request)}}));
+  }
+  for (const auto& [field, value] : request.items()) {
+    const char* kind = nullptr;
+    for (const auto& [name, k] : contract::kServeRequest) {
+      if (field == name) kind = k;
+    }
+    if (kind == nullptr) {
+      std::string fields;
+      for (const auto& [name, k] : contract::kServeRequest) fields += (fields.empty() ? "" : ", ") + std::string(name);
+      throw etspec::Error(etspec::message(
+          "serve_unknown_field", {{"field", quote(field)}, {"fields", fields}}));
+    }
+    if (!holds(value, kind)) {
+      std::string wording;
+      for (const auto& [k, w] : contract::kServeKinds) {
+        if (std::string(kind) == k) wording = w;
+      }
+      throw etspec::Error(etspec::message(
+          "serve_field_kind", {{"field", field}, {"kind", wording}, {"value", quote(value)}}));
+    }
+  }
+  if (request.contains(contract::kServePrompt) == request.contains(contract::kServePromptIds)) {
+    throw etspec::Error(etspec::message("serve_one_prompt", {}));
+  }
+}
+
 int serve_requests(etspec::Runner& runner, const etspec::GenerationConfig& defaults) {
   namespace contract = etspec::contract;
   const auto as_json = [](const nlohmann::json& j) {
@@ -206,7 +273,17 @@ int serve_requests(etspec::Runner& runner, const etspec::GenerationConfig& defau
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     std::string answer;
     try {
-      const auto request = nlohmann::json::parse(line);
+      nlohmann::json request;
+      try {
+        request = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::parse_error& e) {
+        // Its what() leads with "[json.exception.parse_error.101] parse error at line 1, ".
+        std::string reason = e.what();
+        const size_t at = reason.find("] ");
+        if (at != std::string::npos) reason = reason.substr(at + 2);
+        throw etspec::Error(etspec::message("serve_not_json", {{"reason", reason}}));
+      }
+      check_request(request);
       etspec::GenerationConfig config = defaults;
       config.sampler = nullptr;  // each request its own stream (seeded: reproducible)
       config.max_new_tokens = request.value(contract::kServeMaxNewTokens, config.max_new_tokens);
