@@ -299,12 +299,28 @@ def _windows(out: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.concatenate(rows), np.concatenate(lengths), flags
 
 
+def shard_order(n_shards: int, generated: np.ndarray) -> list[int]:
+    """Shards in the order they are worth computing: those holding the target's own
+    continuations first (what the draft must predict at run time), then corpus shards spread
+    evenly over the sources (the corpus is stored source by source), so that any prefix of
+    this order is a fair sample of the data."""
+    own = [s for s in range(n_shards) if generated[s * SHARD_ROWS : (s + 1) * SHARD_ROWS].any()]
+    rest = [s for s in range(n_shards) if s not in set(own)]
+    golden = (5**0.5 - 1) / 2  # i * golden mod 1: every prefix spreads over [0, 1)
+    return own + sorted(rest, key=lambda s: (s * golden) % 1.0)
+
+
 @cli.command()
 @click.option("--target", type=click.Path(path_type=Path, exists=True), required=True)
 @click.option("--out", type=click.Path(path_type=Path), required=True)
 @click.option("--batch", default=4, show_default=True)
-def features(target: Path, out: Path, batch: int) -> None:
-    """Tapped hidden states and top-k log-probabilities of every window (DATA/shards/)."""
+@click.option(
+    "--shards", "limit", type=click.IntRange(min=1), default=None,
+    help="Compute at most this many shards (in shard_order); run again with more to extend.",
+)  # fmt: skip
+def features(target: Path, out: Path, batch: int, limit: int | None) -> None:
+    """Tapped hidden states and top-k log-probabilities of every window (DATA/shards/).
+    ``features.json`` lists the complete shards; the trainer reads those."""
     from etspec.models.target import load_target
     from etspec.models.training import target_forward
 
@@ -320,7 +336,8 @@ def features(target: Path, out: Path, batch: int) -> None:
         load_target(target, max_context=windows.shape[1], scratch=0).eval().requires_grad_(False)
     )
     n_shards = -(-len(windows) // SHARD_ROWS)
-    todo = [s for s in range(n_shards) if not (shards / f"{s:05d}.topk_ids.npy").exists()]
+    order = shard_order(n_shards, generated)[:limit]
+    todo = [s for s in order if not (shards / f"{s:05d}.topk_ids.npy").exists()]
     for s in tqdm(todo, desc="target features"):
         rows = torch.from_numpy(windows[s * SHARD_ROWS : (s + 1) * SHARD_ROWS].astype(np.int64))
         hidden, ids, logp = [], [], []
@@ -335,7 +352,10 @@ def features(target: Path, out: Path, batch: int) -> None:
         _save_npy(shards / f"{s:05d}.hidden.npy", torch.cat(hidden).numpy())
         _save_npy(shards / f"{s:05d}.topk_logp.npy", torch.cat(logp).numpy())
         _save_npy(shards / f"{s:05d}.topk_ids.npy", torch.cat(ids).numpy())  # written last
+    # Every complete shard (topk_ids is written last), including ones an earlier, longer run made.
+    done = [s for s in range(n_shards) if (shards / f"{s:05d}.topk_ids.npy").exists()]
     meta = {"windows": len(windows), "generated": int(generated.sum()), "shards": n_shards,
+            "complete": done,
             "shard_rows": SHARD_ROWS, "window": windows.shape[1], "top_k": TOP_K,
             "hidden_width": model.hidden_width, "tokens": int(lengths.sum())}  # fmt: skip
     (out / "features.json").write_text(json.dumps(meta, indent=2))

@@ -170,15 +170,18 @@ class FeatureStore:
         self.lengths = np.load(root / "lengths.npy")
         self.generated = np.load(root / "generated.npy")
         shards = root / "shards"
-        self.hidden, self.ids, self.logp = [], [], []
-        for s in range(meta["shards"]):
-            self.hidden.append(np.load(shards / f"{s:05d}.hidden.npy", mmap_mode="r"))
-            self.ids.append(np.load(shards / f"{s:05d}.topk_ids.npy", mmap_mode="r"))
-            self.logp.append(np.load(shards / f"{s:05d}.topk_logp.npy", mmap_mode="r"))
-        n = len(self.windows)
+        # Shard s's arrays, for the complete shards only (features may have been limited).
+        complete = meta.get("complete", range(meta["shards"]))
+        self.hidden, self.ids, self.logp = {}, {}, {}
+        for s in complete:
+            self.hidden[s] = np.load(shards / f"{s:05d}.hidden.npy", mmap_mode="r")
+            self.ids[s] = np.load(shards / f"{s:05d}.topk_ids.npy", mmap_mode="r")
+            self.logp[s] = np.load(shards / f"{s:05d}.topk_logp.npy", mmap_mode="r")
+        index = np.arange(len(self.windows))
+        index = index[np.isin(index // self.rows, np.asarray(list(complete), np.int64))]
         # Every HELD_OUT_EVERY-th window is held out, generated and corpus alike.
-        self.held = np.arange(n)[np.arange(n) % HELD_OUT_EVERY == 7]
-        self.train = np.setdiff1d(np.arange(n), self.held)
+        self.held = index[index % HELD_OUT_EVERY == 7]
+        self.train = np.setdiff1d(index, self.held)
 
     def top1_counts(self, vocab: int) -> np.ndarray:
         """How often each target id is the target's top-1 at a training position."""

@@ -5,6 +5,8 @@
 #
 #   bash scripts/train_gemma_draft.sh            # everything under .etspec-cache/gemma-3-270m/
 #   STEPS=600 bash scripts/train_gemma_draft.sh  # a shorter training run
+#   FEATURE_SHARDS=64 bash scripts/train_gemma_draft.sh  # features of 64 of the 133 shards
+#                                                        # (own continuations first)
 #
 # Stages (scripts/draft_data.py, scripts/train_draft.py): tokenize the machine's own text
 # (manual pages, /usr/share/doc, the Python standard library), let the exported target
@@ -31,7 +33,7 @@ mkdir -p "$data" "$cache/exports"
 cd scripts
 python3 draft_data.py corpus --target "../$hf" --out "../$data"
 python3 draft_data.py generate --target-pte "../$target_pte" --out "../$data" --count 1000
-python3 draft_data.py features --target "../$hf" --out "../$data"
+python3 draft_data.py features --target "../$hf" --out "../$data" ${FEATURE_SHARDS:+--shards "$FEATURE_SHARDS"}
 # 16,384 draft tokens cover 97.9% of the target's own held-out output tokens (8,192: 95.4%,
 # 32,768: 98.8%); the draft's lm_head is most of its cost, in training and when drafting.
 python3 train_draft.py --target "../$hf" --features "../$data" --out "../$draft" \

@@ -237,6 +237,20 @@ def test_training_forwards_stay_on_the_model_device(pair) -> None:  # type: igno
     assert [o.device.type for o in outs] == ["meta"] * 3
 
 
+def test_shard_order_puts_generated_first_and_spreads_the_corpus() -> None:
+    """Any prefix of the features order: the target's own continuations, then corpus shards
+    from every part of the (source-by-source) corpus."""
+    import numpy as np
+    from draft_data import SHARD_ROWS, shard_order
+
+    generated = np.zeros(30 * SHARD_ROWS, bool)
+    generated[27 * SHARD_ROWS + 5 :] = True  # shard 27 mixed, 28 and 29 generated
+    order = shard_order(30, generated)
+    assert sorted(order) == list(range(30)) and order[:3] == [27, 28, 29]
+    first = order[3:12]  # 9 of 27 corpus shards: 3 from each third
+    assert [sum(a <= s < a + 9 for s in first) for a in (0, 9, 18)] == [3, 3, 3]
+
+
 def test_draft_trains_over_stored_target_features(gemma3_target, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """draft_data.py stores the target's taps and top-k log-probabilities (bf16 compute),
     redoes only a missing shard, and train_draft.py --features learns from them alone."""
@@ -259,8 +273,12 @@ def test_draft_trains_over_stored_target_features(gemma3_target, tmp_path: Path)
     np.save(data / "corpus.npy", windows)
     np.save(data / "corpus_lengths.npy", lengths)
     args = ["features", "--target", str(root / "target"), "--out", str(data)]
+    result = CliRunner().invoke(cli, [*args, "--shards", "1"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert json.loads((data / "features.json").read_text())["complete"] == [0]
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
+    assert json.loads((data / "features.json").read_text())["complete"] == [0, 1]
     shards = sorted((data / "shards").glob("*.topk_ids.npy"))
     assert len(shards) == 2
     ids, logp = np.load(shards[0]), np.load(data / "shards" / "00000.topk_logp.npy")
