@@ -7,9 +7,11 @@ tests/test_real_gemma3.py (-m real)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -79,33 +81,82 @@ def _gguf_name(hf: str) -> str:
             "model.norm.weight": "output_norm.weight"}[hf]  # fmt: skip
 
 
-def write_gemma3_gguf(path: Path, state: dict[str, torch.Tensor], arch: str = "gemma3") -> dict:  # type: ignore[type-arg]
+DROP = object()  # a metadata key or tensor left out of the file
+
+
+class _Writer(gguf.GGUFWriter):  # type: ignore[misc]
+    """gguf's writer, which also writes an empty array (it refuses to; damaged files hold
+    them)."""
+
+    def _pack_val(self, val: Any, vtype: Any, add_vtype: bool, sub_type: Any = None) -> bytes:
+        if vtype == gguf.GGUFValueType.ARRAY and not len(val):
+            head = self._pack("I", vtype) if add_vtype else b""
+            return head + self._pack("I", sub_type) + self._pack("Q", 0)
+        return super()._pack_val(val, vtype, add_vtype, sub_type)  # type: ignore[no-any-return]
+
+
+def _gguf_type(value: Any) -> Any:
+    T = gguf.GGUFValueType
+    if isinstance(value, bool):
+        return T.BOOL
+    if isinstance(value, str):
+        return T.STRING
+    if isinstance(value, float):
+        return T.FLOAT32
+    if isinstance(value, list):
+        return T.ARRAY
+    return T.INT32 if value < 0 else T.UINT32 if value < 1 << 32 else T.UINT64
+
+
+def write_gemma3_gguf(  # type: ignore[no-untyped-def]
+    path: Path,
+    state: dict[str, torch.Tensor],
+    arch: str = "gemma3",
+    metadata: dict[str, Any] | None = None,
+    tensors: dict[str, Any] | None = None,
+) -> dict:  # type: ignore[type-arg]
     """``state`` as llama.cpp's converter writes it; returns the fp32 values a reader must
-    get back (quantized tensors round-trip through their quantization)."""
+    get back (quantized tensors round-trip through their quantization). ``metadata`` and
+    ``tensors`` replace (or ``DROP``) entries by their GGUF names, to write damaged files."""
     Q = gguf.GGMLQuantizationType
-    w = gguf.GGUFWriter(str(path), arch)
+    w = _Writer(str(path), arch)
     c = CONFIG
-    w.add_context_length(c["max_position_embeddings"])
-    w.add_embedding_length(c["hidden_size"])
-    w.add_block_count(c["num_hidden_layers"])
-    w.add_feed_forward_length(c["intermediate_size"])
-    w.add_head_count(c["num_attention_heads"])
-    w.add_head_count_kv(c["num_key_value_heads"])
-    w.add_key_length(c["head_dim"])
-    w.add_value_length(c["head_dim"])
-    w.add_layer_norm_rms_eps(c["rms_norm_eps"])
-    w.add_rope_freq_base(1_000_000.0)
-    w.add_sliding_window(c["sliding_window"])
-    w.add_tokenizer_model("llama")
-    w.add_token_list(TOKENS)
-    w.add_token_scores([-1000.0] * len(SPECIALS) + [0.0] * (len(TOKENS) - len(SPECIALS)))
-    w.add_token_types(TYPES)
-    w.add_bos_token_id(2)
-    w.add_eos_token_id(1)
-    w.add_unk_token_id(3)
-    w.add_pad_token_id(0)
-    w.add_add_bos_token(True)
+    a = arch
+    keys: dict[str, Any] = {
+        f"{a}.context_length": c["max_position_embeddings"],
+        f"{a}.embedding_length": c["hidden_size"],
+        f"{a}.block_count": c["num_hidden_layers"],
+        f"{a}.feed_forward_length": c["intermediate_size"],
+        f"{a}.attention.head_count": c["num_attention_heads"],
+        f"{a}.attention.head_count_kv": c["num_key_value_heads"],
+        f"{a}.attention.key_length": c["head_dim"],
+        f"{a}.attention.value_length": c["head_dim"],
+        f"{a}.attention.layer_norm_rms_epsilon": c["rms_norm_eps"],
+        f"{a}.rope.freq_base": 1_000_000.0,
+        f"{a}.attention.sliding_window": c["sliding_window"],
+        "tokenizer.ggml.model": "llama",
+        "tokenizer.ggml.tokens": TOKENS,
+        "tokenizer.ggml.scores": [-1000.0] * len(SPECIALS) + [0.0] * (len(TOKENS) - len(SPECIALS)),
+        "tokenizer.ggml.token_type": TYPES,
+        "tokenizer.ggml.bos_token_id": 2,
+        "tokenizer.ggml.eos_token_id": 1,
+        "tokenizer.ggml.unknown_token_id": 3,
+        "tokenizer.ggml.padding_token_id": 0,
+        "tokenizer.ggml.add_bos_token": True,
+    }
+    keys.update(metadata or {})
+    for key, value in keys.items():
+        if value is DROP:
+            continue
+        if isinstance(value, list):
+            sub = _gguf_type(value[0]) if value else gguf.GGUFValueType.INT32
+            if key == "tokenizer.ggml.token_type" and sub == gguf.GGUFValueType.UINT32:
+                sub = gguf.GGUFValueType.INT32  # as llama.cpp writes it
+            w.add_key_value(key, value, gguf.GGUFValueType.ARRAY, sub)
+        else:
+            w.add_key_value(key, value, _gguf_type(value))
     expect = {}
+    edits = dict(tensors or {})
     for name, t in state.items():
         x = t.detach().float().numpy()
         if name.endswith("norm.weight"):
@@ -113,13 +164,21 @@ def write_gemma3_gguf(path: Path, state: dict[str, torch.Tensor], arch: str = "g
             expect[name] = torch.from_numpy(x - 1.0)
         else:
             expect[name] = t.detach().float().clone()
+        gname = _gguf_name(name)
+        if gname in edits:
+            edit = edits.pop(gname)
+            if edit is not DROP:
+                w.add_tensor(gname, edit)
+            continue
         kind = Q.Q8_0 if "mlp" in name or "embed" in name else Q.F32
         if kind == Q.F32:
-            w.add_tensor(_gguf_name(name), x)
+            w.add_tensor(gname, x)
         else:
             q = gguf.quants.quantize(x, kind)
-            w.add_tensor(_gguf_name(name), q, raw_shape=q.shape, raw_dtype=kind)
+            w.add_tensor(gname, q, raw_shape=q.shape, raw_dtype=kind)
             expect[name] = torch.from_numpy(gguf.quants.dequantize(q, kind).copy())
+    for gname, edit in edits.items():  # tensors the model does not have
+        w.add_tensor(gname, edit)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -252,3 +311,122 @@ def test_export_refuses_a_gemma_tokenizer_without_bos(artifacts, tmp_path: Path)
     assert res.exit_code == 1 and res.output.count("\n") == 1
     assert "does not add <bos> (id 2)" in res.output and "gemma3_text needs" in res.output
     assert not (tmp_path / "t.pte").exists()
+
+
+def _damaged_ggufs(tiny_path: Path, out: Path) -> tuple[list[Path], set[str]]:
+    """>= 300 damaged variants of the tiny GGUF: each metadata key left out or given values
+    of the wrong kind, broken token lists, missing, extra, misshapen and non-finite tensors,
+    and the good file cut short or with bytes flipped at seeded random places. Also the
+    files that must be refused (the rest may hold legal values, as 2.5 for an epsilon)."""
+    import random
+
+    state = read_gguf(tiny_path).tensors
+    a = "gemma3"
+    keys = [f"{a}.context_length", f"{a}.embedding_length", f"{a}.block_count",
+            f"{a}.feed_forward_length", f"{a}.attention.head_count",
+            f"{a}.attention.head_count_kv", f"{a}.attention.key_length",
+            f"{a}.attention.layer_norm_rms_epsilon", f"{a}.rope.freq_base",
+            f"{a}.attention.sliding_window", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
+            "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+            "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id",
+            "tokenizer.ggml.add_bos_token"]  # fmt: skip
+    wrong = [DROP, "12", 0, -3, 2.5, 1 << 40, True, [], [1, 2], float("nan"), float("inf")]
+    cases: list[tuple[dict, dict]] = [({k: v}, {}) for k in keys for v in wrong]  # type: ignore[type-arg]
+    cases += [
+        ({"tokenizer.ggml.tokens": [*TOKENS[:-1], ""]}, {}),
+        ({"tokenizer.ggml.tokens": [*TOKENS[:-1], "x" * 5000]}, {}),
+        ({"tokenizer.ggml.token_type": TYPES[:-3]}, {}),
+        ({f"{a}.rope.scaling.type": "linear"}, {}),
+        ({f"{a}.rope.scaling.type": "yarn"}, {}),
+        ({f"{a}.rope.scaling.type": "linear", f"{a}.rope.scaling.factor": -1.0}, {}),
+        ({f"{a}.attention.head_count_kv": 3}, {}),
+        ({f"{a}.final_logit_softcapping": 0.0}, {}),
+        ({}, {"blk.0.weight": torch.zeros(4).numpy()}),
+        ({}, {"blk.99.attn_q.weight": torch.zeros(4).numpy()}),
+        ({}, {"blk.x.attn_q.weight": torch.zeros(4).numpy()}),
+        ({}, {"blk.0.attn_q.weight": DROP}),
+        ({}, {"token_embd.weight": DROP}),
+        ({}, {"blk.5.ffn_down.weight": torch.zeros(64, 64).numpy()}),
+        ({}, {"blk.0.attn_q.weight": torch.zeros(64, 63).numpy()}),
+        ({}, {"output_norm.weight": torch.full((64,), float("nan")).numpy()}),
+        ({}, {"output.weight": torch.zeros(7, 64).numpy()}),
+        ({f"{a}.block_count": 5}, {}),
+        ({f"{a}.block_count": 7}, {}),
+        ({f"{a}.embedding_length": 32}, {}),
+    ]
+    files, refuse = [], set()
+    for i, (meta, tensors) in enumerate(cases):
+        files.append(out / f"meta{i:03d}.gguf")
+        write_gemma3_gguf(files[-1], state, metadata=meta, tensors=tensors)
+        [(key, value)] = meta.items() if len(meta) == 1 else [(None, None)]
+        kind_wrong = isinstance(value, str | list) or (value is True and "add_bos" not in key)
+        out_of_range = (isinstance(value, int | float) and not value >= 0) or value == math.inf
+        if i >= len(keys) * len(wrong) or kind_wrong or out_of_range:
+            refuse.add(str(files[-1]))
+    good = tiny_path.read_bytes()
+    rng = random.Random(0)
+    header = 4096  # where the metadata lives: most flips there, some in the tensors
+    for i in range(60):
+        files.append(out / f"cut{i:03d}.gguf")
+        files[-1].write_bytes(good[: rng.randrange(4, len(good))])
+    for i in range(60):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 8)):
+            at = rng.randrange(4, header if rng.random() < 0.8 else len(good))
+            data[at] = rng.randrange(256)
+        files.append(out / f"flip{i:03d}.gguf")
+        files[-1].write_bytes(bytes(data))
+    refuse.update(str(f) for f in files if f.name.startswith("cut"))
+    return files, refuse
+
+
+def test_damaged_gguf_files_are_refused_in_one_line(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Fuzz: every one of >= 300 damaged GGUF files is converted or refused with one
+    CheckpointError line in GGUF's terms, in a real process (a crash or a hang fails too);
+    a few also through `etspec convert gguf` and `etspec export target`."""
+    import subprocess
+    import sys
+
+    path, _, _ = tiny
+    files, must_refuse = _damaged_ggufs(path, tmp_path)
+    assert len(files) >= 300 and len(must_refuse) >= 180
+    script = (
+        "import json, sys\n"
+        "from etspec.errors import CheckpointError\n"
+        "from etspec.models.gguf import read_gguf\n"
+        "for f in sys.argv[1:]:\n"
+        "    try:\n"
+        "        read_gguf(f); print(json.dumps([f, 'ok']), flush=True)\n"
+        "    except CheckpointError as e:\n"
+        "        print(json.dumps([f, str(e)]), flush=True)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", script, *map(str, files)], capture_output=True,
+                         text=True, timeout=600)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    outcome = dict(json.loads(line) for line in res.stdout.splitlines())
+    assert len(outcome) == len(files)
+    refused = {f: m for f, m in outcome.items() if m != "ok"}
+    for f, m in refused.items():
+        assert "\n" not in m and len(m) < 400 and m.startswith(f"{f}: "), m
+    assert must_refuse <= set(refused), sorted(must_refuse - set(refused))
+    by_name = {Path(f).name: m for f, m in refused.items()}
+    assert "GGUF metadata gemma3.block_count is missing" in by_name["meta022.gguf"]
+    want = {
+        "tokenizer.ggml.token_type has 286 entries for 289 tokens",
+        "GGUF tensor 'blk.0.weight' is not part of a gemma3 model with 6 blocks",
+        "GGUF tensor blk.0.attn_q.weight missing",
+        "GGUF tensor output_norm.weight holds NaN or infinite values",
+        "GGUF metadata gemma3.rope.scaling.factor is missing",
+    }
+    for text in want:
+        assert any(text in m for m in refused.values()), text
+    # The CLI: one `error:` line, exit 1, nothing written.
+    for name in ("meta022.gguf", "meta190.gguf"):
+        bad = tmp_path / name
+        for cmd in (["convert", "gguf", str(bad), "-o", str(tmp_path / "o")],
+                    ["export", "target", str(bad), "-o", str(tmp_path / "o.pte")]):  # fmt: skip
+            res = subprocess.run([sys.executable, "-m", "etspec", *cmd], capture_output=True,
+                                 text=True, timeout=300)  # fmt: skip
+            assert res.returncode == 1 and res.stderr.count("\n") == 1, res.stderr
+            assert res.stderr.startswith(f"error: {bad}: GGUF "), res.stderr
+            assert not (tmp_path / "o").exists() and not (tmp_path / "o.pte").exists()
