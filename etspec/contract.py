@@ -109,6 +109,10 @@ DEPLOYMENT_DTYPE = "8da8w-e4"
 # (max_position_embeddings), at most this. Calls cost what their actual context costs
 # (every mask has a dynamic width), so a larger context costs KV memory only.
 DEFAULT_MAX_SEQ = 4096
+# Verify methods an export compiles unless told (trees of up to 15 draft nodes; small trees
+# and chains use the narrow ones), each cut to what the model serves exactly: its sliding
+# window and its context (models/build.py TargetExportOptions.resolved).
+DEFAULT_VERIFY_WIDTHS = (4, 8, 16)
 
 # Additive mask value for "not attended". Finite on purpose: a fully masked (padded) query
 # row then yields finite garbage instead of NaN, and NaN written into a cache slot would

@@ -15,6 +15,7 @@ import torch
 from etspec.artifact import draft_target_ids, sha256_hex
 from etspec.contract import (
     DEFAULT_MAX_SEQ,
+    DEFAULT_VERIFY_WIDTHS,
     DRAFT_D2T,
     GEMMA4_ASSISTANT,
     TOKENIZER_JSON,
@@ -30,7 +31,7 @@ from etspec.models.eagle3 import Eagle3Draft
 from etspec.models.gemma4_assistant import Gemma4Assistant, assistant_hidden_spec
 from etspec.models.methods import Methods, draft_methods, target_methods
 from etspec.models.quantize import quantize
-from etspec.models.target import TargetModel, target_family
+from etspec.models.target import TargetModel, target_class, target_family
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,8 @@ class TargetExportOptions:
     dtype: str = "fp32"
     max_seq: int | None = None  # default: default_context(the checkpoint's config)
     prefill_chunk: int = 32
-    verify_width: int = 8  # the widest verify method
+    # The widest verify method (None: DEFAULT_VERIFY_WIDTHS fitted to the model, resolved).
+    verify_width: int | None = None
     narrow_verify_widths: tuple[int, ...] = ()  # more verify methods, for small trees
     hidden_layers: tuple[int, ...] | None = None  # default: EAGLE-3's (2, L//2, L-3)
     # A Gemma 4 assistant checkpoint exported into the target (it reads the target's caches);
@@ -51,7 +53,21 @@ class TargetExportOptions:
 
     @property
     def verify_widths(self) -> tuple[int, ...]:
+        """Every compiled verify width (after ``resolved``)."""
+        assert self.verify_width is not None, "resolve the default widths first"
         return tuple(sorted({*self.narrow_verify_widths, self.verify_width}))
+
+    def resolved(self, config: dict[str, Any], max_seq: int) -> TargetExportOptions:
+        """These options with default verify widths fitted to a model of ``config``: each of
+        ``DEFAULT_VERIFY_WIDTHS`` within its sliding window and the context, and the limit
+        itself in place of those cut (a Gemma with a 12-token window gets 4, 8 and 12)."""
+        if self.verify_width is not None:
+            return self
+        limit = min(max_seq, target_class(config).verify_width_limit(config) or max_seq)
+        kept = {w for w in DEFAULT_VERIFY_WIDTHS if w <= limit}
+        if len(kept) < len(DEFAULT_VERIFY_WIDTHS):
+            kept.add(limit)
+        return replace(self, verify_width=max(kept), narrow_verify_widths=tuple(sorted(kept)))
 
     def check(self) -> None:
         """Refuse option values no checkpoint could satisfy (before anything loads)."""
@@ -61,7 +77,10 @@ class TargetExportOptions:
                 raise ExportError(f"--{name.replace('_', '-')} must be at least 1")
         if self.max_seq is not None:
             check_context(self, self.max_seq)
-        if any(not 1 <= w <= self.verify_width for w in self.narrow_verify_widths):
+        if self.verify_width is None and self.narrow_verify_widths:
+            raise ExportError("narrow verify widths need the widest (verify_width) too")
+        widest = self.verify_width or 0
+        if any(not 1 <= w <= widest for w in self.narrow_verify_widths):
             raise ExportError(
                 f"verify widths {list(self.verify_widths)} must be between 1 and the widest"
             )
@@ -108,7 +127,7 @@ def default_context(config: dict[str, Any]) -> int:
 
 
 def check_context(opts: TargetExportOptions, max_seq: int) -> None:
-    if opts.prefill_chunk > max_seq or opts.verify_width > max_seq:
+    if opts.prefill_chunk > max_seq or (opts.verify_width or 0) > max_seq:
         raise ExportError("--prefill-chunk and --verify-width must not exceed --max-seq")
 
 
@@ -124,6 +143,7 @@ def build_target(checkpoint: str | Path, opts: TargetExportOptions) -> TargetMod
             f"--max-seq {max_seq} exceeds the {trained} tokens this model was trained for "
             f"(max_position_embeddings); use --max-seq {trained} or less"
         )
+    opts = opts.resolved(config, max_seq)
     check_context(opts, max_seq)
     build = target_family(config)
     num_layers = int(config.get("num_hidden_layers", 0))
@@ -235,6 +255,8 @@ def tied_embedding(model: TargetModel, opts: TargetExportOptions) -> frozenset[s
 def target_program(checkpoint: str | Path, opts: TargetExportOptions) -> ProgramBuild:
     """Everything a target program of ``checkpoint`` (an HF folder) holds under ``opts``:
     the model (quantized by ``opts.dtype``), its methods, metadata and tokenizer."""
+    config = read_config(checkpoint)
+    opts = opts.resolved(config, opts.max_seq or default_context(config))
     model = build_target(checkpoint, opts)
     tokenizer = read_tokenizer_json(checkpoint)
     check_tokenizer(model, tokenizer)

@@ -13,6 +13,7 @@ KV-shared layers (Gemma 4) own no cache: they attend over their source layer's.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -194,6 +195,10 @@ class GemmaTarget(TargetModel):
 
     def check_shapes(self, verify_width: int) -> None:
         self.cfg.check_verify_width(verify_width)
+
+    @classmethod
+    def verify_width_limit(cls, config: dict[str, Any]) -> int | None:
+        return GemmaConfig.from_hf(config).sliding_window or None
 
     def per_layer_inputs(self, tokens: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """Gemma 4's per-layer inputs [Q, L, P]: token identity plus a projection of ``x``."""

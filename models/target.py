@@ -150,6 +150,12 @@ class TargetModel(nn.Module):
     def check_shapes(self, verify_width: int) -> None:
         """Refuse compiled shapes the model cannot serve exactly (default: any will do)."""
 
+    @classmethod
+    def verify_width_limit(cls, config: dict[str, Any]) -> int | None:
+        """The widest verify a model of ``config`` serves exactly (None: any); the default
+        widths are cut to it, an explicit wider one is refused by ``check_shapes``."""
+        return None
+
 
 def load_weights(
     model: nn.Module,
@@ -187,7 +193,7 @@ def load_weights(
                 tensor.copy_(renamed[name].to(tensor.dtype))
 
 
-def _families() -> dict[str, Callable[..., TargetModel]]:
+def _families() -> dict[str, type[TargetModel]]:
     """The one registry of target families: each family module names the ``model_type``s
     its config reads (``config.LLAMA_MODEL_TYPES``, ``gemma_config.GEMMA_MODEL_TYPES``)."""
     from etspec.models.config import LLAMA_MODEL_TYPES
@@ -195,24 +201,30 @@ def _families() -> dict[str, Callable[..., TargetModel]]:
     from etspec.models.gemma_config import GEMMA_MODEL_TYPES
     from etspec.models.llama import LlamaTarget
 
-    families = {t: LlamaTarget.from_checkpoint for t in LLAMA_MODEL_TYPES}
-    families.update({t: GemmaTarget.from_checkpoint for t in GEMMA_MODEL_TYPES})
+    families: dict[str, type[TargetModel]] = {t: LlamaTarget for t in LLAMA_MODEL_TYPES}
+    families.update({t: GemmaTarget for t in GEMMA_MODEL_TYPES})
     return families
 
 
-def target_family(config: dict[str, Any]) -> Callable[..., TargetModel]:
-    """The loader of a checkpoint's ``model_type``; a one-line error naming the supported."""
+def target_class(config: dict[str, Any]) -> type[TargetModel]:
+    """The model class of a checkpoint's ``model_type``; a one-line error naming the
+    supported ones."""
     model_type = config.get("model_type")
     from etspec.models.gemma_config import MULTIMODAL_MODEL_TYPES
 
     families = _families()
     # The multimodal wrappers resolve to the Gemma loader, which refuses them with the fix.
-    build = families.get(MULTIMODAL_MODEL_TYPES.get(model_type, model_type))  # type: ignore[arg-type]
-    if build is None:
+    cls = families.get(MULTIMODAL_MODEL_TYPES.get(model_type, model_type))  # type: ignore[arg-type]
+    if cls is None:
         raise UnsupportedModelError(
             f"model_type {model_type!r} is not supported; supported: {', '.join(families)}"
         )
-    return build
+    return cls
+
+
+def target_family(config: dict[str, Any]) -> Callable[..., TargetModel]:
+    """The loader of a checkpoint's ``model_type`` (``target_class(config).from_checkpoint``)."""
+    return target_class(config).from_checkpoint  # type: ignore[attr-defined,no-any-return]
 
 
 def load_target(

@@ -210,3 +210,36 @@ def test_verify_wider_than_the_window_is_refused(tmp_path: Path) -> None:
     ):
         export_target(ckpt, tmp_path / "out.pte", opts)
     assert EXPORT_OPTIONS["gemma3_sliding"].verify_width <= WINDOW
+
+
+def test_default_verify_widths_fit_every_tiny_config(tmp_path: Path) -> None:
+    """Without options every test config builds: the default verify widths (4, 8, 16) are
+    cut to a Gemma's 12-token window (4, 8, 12) and to a short context."""
+    from etspec.models.build import build_target
+    from etspec.models.checkpoint import read_config
+
+    for name in TARGET_CONFIGS:
+        ckpt = tmp_path / name
+        make_hf_target(name, ckpt)
+        opts = TargetExportOptions(backend="portable")
+        resolved = opts.resolved(read_config(ckpt), 4096)
+        want = (4, 8, WINDOW) if name.startswith("gemma") else (4, 8, 16)
+        assert resolved.verify_widths == want, name
+        build_target(ckpt, opts)
+    short = TargetExportOptions(max_seq=6).resolved(read_config(tmp_path / "llama_tied"), 6)
+    assert short.verify_widths == (4, 6)
+
+
+@pytest.mark.slow
+def test_default_export_of_a_gemma4_with_a_short_window(tmp_path: Path) -> None:
+    """`etspec export target` with no flags at all, on a Gemma 4 config whose 12-token
+    window is narrower than the widest default verify (4 minutes on 2 cores)."""
+    make_hf_target("gemma4_k_eq_v", tmp_path / "gemma4_k_eq_v")
+    out = tmp_path / "g4.pte"
+    res = CliRunner().invoke(
+        main, ["export", "target", str(tmp_path / "gemma4_k_eq_v"), "-o", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+    from etspec.artifact import open_artifact
+
+    assert open_artifact(out, "target").metadata.verify_widths == (4, 8, WINDOW)

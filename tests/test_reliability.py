@@ -73,7 +73,9 @@ def _tokenizer_mismatch(pair, root: Path) -> dict[str, Path]:  # type: ignore[no
         text = (ckpt / "tokenizer.json").read_text().replace('"w', f'"{word}')
         (ckpt / "tokenizer.json").write_text(text)
         out[name] = root / f"{name}.pte"
-        opts = TargetExportOptions(backend="portable", max_seq=CONTEXT, prefill_chunk=8)
+        opts = TargetExportOptions(
+            backend="portable", max_seq=CONTEXT, prefill_chunk=8, verify_width=8
+        )
         export_target(ckpt, out[name], opts)
     out["draft_tok_a"] = root / "draft_tok_a.pte"
     export_draft(

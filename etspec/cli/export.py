@@ -23,7 +23,7 @@ from etspec.cli.app import (
     verbose_option,
 )
 from etspec.cli.runner_options import widths
-from etspec.contract import DEFAULT_MAX_SEQ
+from etspec.contract import DEFAULT_MAX_SEQ, DEFAULT_VERIFY_WIDTHS
 
 
 @main.group()
@@ -55,9 +55,10 @@ def _parse_layers(value: str | None) -> tuple[int, ...] | None:
 @click.option("--prefill-chunk", default=32, show_default=True, help="Compiled prefill width.")
 @click.option(
     "--verify-width",
-    default="4,8,16",
-    show_default=True,
-    help="Compiled verify widths (one target_verify method each; the widest bounds trees).",
+    default=None,
+    help="Compiled verify widths (one target_verify method each; the widest bounds trees) "
+    f"[default: {','.join(map(str, DEFAULT_VERIFY_WIDTHS))}, each cut to the model's sliding "
+    "window and context].",
 )
 @click.option(
     "--hidden-layers",
@@ -84,7 +85,7 @@ def export_target_cmd(
     dtype: str,
     max_seq: int | None,
     prefill_chunk: int,
-    verify_width: str,
+    verify_width: str | None,
     hidden_layers: str | None,
     assistant: Path | None,
     assistant_step_width: int,
@@ -99,8 +100,8 @@ def export_target_cmd(
         dtype=dtype,
         max_seq=max_seq,
         prefill_chunk=prefill_chunk,
-        verify_width=max(widths(verify_width)),
-        narrow_verify_widths=widths(verify_width),
+        verify_width=max(widths(verify_width)) if verify_width else None,
+        narrow_verify_widths=widths(verify_width) if verify_width else (),
         hidden_layers=_parse_layers(hidden_layers),
         assistant=assistant,
         assistant_step_width=assistant_step_width,
