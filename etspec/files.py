@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -12,9 +14,13 @@ from typing import BinaryIO
 from etspec.errors import EtspecError, OutputExistsError
 
 
-def write_atomically(path: Path, data: bytes | Callable[[BinaryIO], None]) -> None:
+def write_atomically(
+    path: Path, data: bytes | Callable[[BinaryIO], None], replace: bool = True
+) -> None:
     """Write ``data`` (bytes, or a function writing into the open file) via a temp file in
-    the same folder, so a failure never leaves a partial file."""
+    the same folder, so a failure never leaves a partial file. A replaced file keeps its
+    mode. ``replace=False`` (no ``--force``): a file another process created at ``path``
+    meanwhile is kept and this write refused, so two writers cannot both succeed."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -22,25 +28,62 @@ def write_atomically(path: Path, data: bytes | Callable[[BinaryIO], None]) -> No
                 data(f)
             else:
                 f.write(data)
-        # mkstemp creates 0600; give the artifact the mode a plain open() would.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
+        # mkstemp creates 0600: give the artifact the replaced file's mode, or the mode a
+        # plain open() would.
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
+        if replace:
+            os.replace(tmp, path)
+            return
+        try:
+            os.link(tmp, path)  # fails if the name exists: never clobbers
+        except FileExistsError:
+            raise OutputExistsError(
+                f"{path} was created by another process while this one ran; nothing was "
+                "written (pass --force to overwrite it)"
+            ) from None
+        os.unlink(tmp)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
 
 
-def check_output(path: str | Path, force: bool, option: str = "-o") -> Path:
+def _is_input(p: Path, source: Path) -> bool:
+    """Whether writing ``p`` would overwrite the input ``source`` (a file, or a file a
+    checkpoint folder is read from)."""
+    if not p.exists():
+        return False
+    if source.is_dir():
+        read = p.name in ("config.json", "tokenizer.json") or p.suffix in (".safetensors", ".bin")
+        return read and p.parent.exists() and os.path.samefile(p.parent, source)
+    return source.exists() and os.path.samefile(p, source)
+
+
+def check_output(
+    path: str | Path,
+    force: bool,
+    option: str = "-o",
+    inputs: tuple[str | Path | None, ...] = (),
+) -> Path:
     """Where a command will write a file, checked before its work starts: not a user's file
-    unless ``force`` (a dangling link counts), not a folder, in a folder that exists and
-    takes the temp file ``write_atomically`` will write (``probe_writable``)."""
+    unless ``force`` (a dangling link counts), never one of the command's ``inputs`` (not
+    even with ``force``), not a folder, in a folder that exists and takes the temp file
+    ``write_atomically`` will write (``probe_writable``)."""
     p = Path(path)
     if str(path).endswith(("/", os.sep)):
         raise EtspecError(f"{option} {path} names a folder; name the file to write, e.g. {p}/out")
     try:
+        for source in inputs:
+            if source is not None and _is_input(p, Path(source)):
+                raise EtspecError(
+                    f"{option} {p} is an input of this command ({source}); choose another {option}"
+                )
         return _check_output(p, force, option)
     except OSError as e:  # stat itself fails on a name longer than the filesystem allows
         raise EtspecError(
@@ -74,3 +117,55 @@ def probe_writable(path: Path, option: str = "-o") -> None:
         ) from None
     os.close(fd)
     os.unlink(tmp)
+
+
+def check_output_folder(
+    path: str | Path, force: bool, owned: frozenset[str], option: str = "-o"
+) -> Path:
+    """Where a command will write a folder of ``owned`` files, checked before its work
+    starts: not an existing folder unless ``force``, and then only one holding nothing but
+    ``owned`` files (``--force`` replaces what etspec wrote there, never an input or other
+    files); never a file or a symbolic link; its parent writable (or creatable)."""
+    p = Path(path)
+    try:
+        if p.is_symlink():
+            raise EtspecError(f"{option} {p} is a symbolic link; name the folder itself")
+        if p.exists() and not p.is_dir():
+            raise OutputExistsError(f"{p} is a file; {option} names the folder to write")
+        if p.exists() and not force:
+            raise OutputExistsError(f"{p} exists; pass --force to overwrite it")
+        if p.exists():
+            other = sorted(f.name for f in p.iterdir() if f.name not in owned or not f.is_file())
+            if other:
+                more = f" and {len(other) - 3} more" if len(other) > 3 else ""
+                shown = ", ".join(other[:3]) + more
+                raise OutputExistsError(
+                    f"{p} holds files etspec did not write ({shown}); --force replaces only "
+                    f"{', '.join(sorted(owned))}: choose another {option}"
+                )
+        parent = p.parent
+        while not parent.exists():
+            parent = parent.parent
+        if not parent.is_dir():
+            raise EtspecError(f"{option}: {parent} is a file, not a folder")
+        tmp = tempfile.mkdtemp(prefix=f".{p.name}.", dir=parent)  # the name convert will use
+        os.rmdir(tmp)
+    except OSError as e:
+        raise EtspecError(
+            f"cannot write {p} ({e.strerror or type(e).__name__}); choose another {option} (a "
+            "writable folder, a shorter name)"
+        ) from None
+    return p
+
+
+def check_free_space(folder: Path, need: int, what: str, option: str = "-o") -> None:
+    """Refuse work whose output (at least ``need`` bytes) cannot fit in ``folder``'s
+    filesystem (the nearest existing folder above it counts)."""
+    while not folder.exists():
+        folder = folder.parent
+    free = shutil.disk_usage(folder).free
+    if free < need:
+        raise EtspecError(
+            f"not enough space for {what}: it needs at least {need / 1e6:.0f} MB, "
+            f"{free / 1e6:.0f} MB are free in {folder}; free space or choose another {option}"
+        )

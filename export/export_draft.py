@@ -34,7 +34,7 @@ def export_draft(
     opts = opts or DraftExportOptions()
     check_options(opts.backend, opts.dtype)
     opts.check()
-    out = check_output(output, force)
+    out = check_output(output, force, inputs=(draft_checkpoint, target_pte, target_checkpoint))
     target = open_artifact(target_pte, expect="target").metadata
     assert isinstance(target, TargetMetadata)
     build = draft_program(draft_checkpoint, target, opts, target_embedding(target_checkpoint))
@@ -47,5 +47,6 @@ def export_draft(
         desc=f"export draft -> {out.name}",
         path=out,
         quantized=build.quantized,
+        replace=force,
     )
     return meta

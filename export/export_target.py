@@ -46,7 +46,7 @@ def export_target(
     opts = opts or TargetExportOptions()
     check_options(opts.backend, opts.dtype)
     opts.check()
-    out = check_output(output, force)
+    out = check_output(output, force, inputs=(checkpoint, opts.assistant))
     with checkpoint_folder(checkpoint) as folder:
         build = target_program(folder, opts)
     meta = build.meta
@@ -62,5 +62,6 @@ def export_target(
         path=out,
         keep_out=build.keep_out,
         quantized=build.quantized,
+        replace=force,
     )
     return meta

@@ -83,16 +83,18 @@ def lower_to_file(
     path: Path,
     keep_out: frozenset[str] = frozenset(),
     quantized: bool = False,
+    replace: bool = True,
 ) -> None:
     """``lower`` streamed into ``path`` (atomically): the serialized program is written
     piece by piece and hashed on the way, never joined into one buffer (that and the
-    sealed copy were two more copies of every weight at export's peak)."""
+    sealed copy were two more copies of every weight at export's peak). ``replace=False``:
+    refused if ``path`` appeared meanwhile (``write_atomically``)."""
     model = next(iter(methods.values()))[0]
     check_space(path, weights_lower_bound(model, quantized))
     with logs.quiet(), _one_copy_of_each_blob(), _weights_shared_with_delegates():
         program = _lower(methods, constant_methods, backend, desc, True, keep_out, quantized)
         try:
-            write_atomically(path, functools.partial(_write_sealed, program))
+            write_atomically(path, functools.partial(_write_sealed, program), replace)
         except OSError as e:  # the folder filled up or went away while lowering
             raise ExportError(
                 f"cannot write {path} ({e.strerror or type(e).__name__}); nothing was written: "

@@ -28,10 +28,13 @@ from typing import Any
 
 import torch
 
-from etspec.errors import CheckpointError, OutputExistsError
+from etspec.errors import CheckpointError
+from etspec.files import check_free_space, check_output_folder
 
 SUPPORTED_ARCHITECTURES = ("gemma3",)
 TOKEN_MAX_CHARS = 1024
+# What ``convert_gguf`` writes, and all ``--force`` may replace in its output folder.
+CONVERTED_FILES = frozenset({"config.json", "model.safetensors", "tokenizer.json"})
 # llama.cpp's token types (tokenizer.ggml.token_type).
 _CONTROL, _USER_DEFINED = 3, 4
 
@@ -180,6 +183,7 @@ def checkpoint_folder(path: str | Path) -> Iterator[Path]:
         return
     tmp = Path(tempfile.mkdtemp(prefix="etspec-gguf-"))
     try:
+        check_free_space(tmp, fp32_bytes(path), f"the conversion of {path}", "TMPDIR")
         yield convert_gguf(path, tmp / "checkpoint")
     except CheckpointError as e:
         # A check on the converted folder names a temporary file the user never had.
@@ -201,14 +205,19 @@ def _usual_modes(folder: Path) -> None:
         f.chmod(0o666 & ~umask)
 
 
+def fp32_bytes(path: str | Path) -> int:
+    """What the converted weights take (fp32), from the tensor shapes alone."""
+    reader = _reader(path)
+    return sum(4 * math.prod(int(n) for n in t.shape) for t in reader.tensors)
+
+
 def convert_gguf(path: str | Path, out: str | Path, force: bool = False) -> Path:
     """Write ``out/`` (config.json, model.safetensors, tokenizer.json) from a GGUF file.
     Written aside and moved into place, so a failure leaves nothing behind."""
     from safetensors.torch import save_file
 
-    dest = Path(out)
-    if dest.exists() and not force:
-        raise OutputExistsError(f"{dest} exists; pass --force to overwrite it")
+    dest = check_output_folder(out, force, CONVERTED_FILES)
+    check_free_space(dest.parent, fp32_bytes(path), str(dest))
     ckpt = read_gguf(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
@@ -219,8 +228,8 @@ def convert_gguf(path: str | Path, out: str | Path, force: bool = False) -> Path
         # checkpoints of tied models store the embedding alone.
         save_file(ckpt.tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         _usual_modes(tmp)
-        if dest.exists():
-            shutil.rmtree(dest) if dest.is_dir() else dest.unlink()
+        if dest.exists():  # checked: a folder of CONVERTED_FILES only
+            shutil.rmtree(dest)
         tmp.rename(dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

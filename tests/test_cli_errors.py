@@ -162,6 +162,44 @@ def test_written_artifact_gets_the_usual_file_mode(tmp_path: Path) -> None:
     assert (tmp_path / "x.pte").stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600
 
 
+def test_replaced_file_keeps_its_mode_and_a_racing_writer_loses(tmp_path: Path) -> None:
+    """--force over a 0600 file leaves 0600; without --force, a file another process created
+    at the path while this one wrote is kept, and this write is refused (two concurrent
+    exports to one path cannot both succeed)."""
+    from etspec import files
+    from etspec.errors import OutputExistsError
+
+    private = tmp_path / "p.pte"
+    private.write_bytes(b"old")
+    private.chmod(0o600)
+    files.write_atomically(private, b"new")
+    assert private.read_bytes() == b"new" and private.stat().st_mode & 0o777 == 0o600
+    raced = tmp_path / "r.pte"
+
+    def other_process_wins(f) -> None:  # type: ignore[no-untyped-def]
+        raced.write_bytes(b"theirs")
+        f.write(b"ours")
+
+    with pytest.raises(OutputExistsError, match="created by another process"):
+        files.write_atomically(raced, other_process_wins, replace=False)
+    assert raced.read_bytes() == b"theirs" and sorted(tmp_path.iterdir()) == [private, raced]
+
+
+def test_an_output_that_is_an_input_is_refused_even_with_force(tmp_path: Path) -> None:
+    from etspec.errors import EtspecError
+    from etspec.files import check_output
+
+    target = tmp_path / "target.pte"
+    target.write_bytes(b"t")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "model.safetensors").write_bytes(b"w")
+    for out, inputs in ((target, (None, target)), (ckpt / "model.safetensors", (ckpt,))):
+        with pytest.raises(EtspecError, match="is an input of this command"):
+            check_output(out, True, inputs=inputs)
+    assert check_output(ckpt / "t.pte", True, inputs=(ckpt,)) == ckpt / "t.pte"
+
+
 def test_bad_export_options(tmp_path: Path) -> None:
     r = run_cli(
         "export",

@@ -430,3 +430,45 @@ def test_damaged_gguf_files_are_refused_in_one_line(tiny, tmp_path: Path) -> Non
             assert res.returncode == 1 and res.stderr.count("\n") == 1, res.stderr
             assert res.stderr.startswith(f"error: {bad}: GGUF "), res.stderr
             assert not (tmp_path / "o").exists() and not (tmp_path / "o.pte").exists()
+
+
+def test_convert_output_is_checked_before_work_and_force_replaces_only_its_own(  # type: ignore[no-untyped-def]
+    tiny, tmp_path: Path
+) -> None:
+    """`convert gguf -o`: an over-long name, a file, a symbolic link, or (with --force) a
+    folder holding anything but what convert writes (the input GGUF itself, say) are refused
+    in one line and left as they were; --force replaces a folder convert wrote."""
+    path, _, _ = tiny
+
+    def convert(out: Path | str, *flags: str) -> Any:
+        return CliRunner().invoke(main, ["convert", "gguf", str(path), "-o", str(out), *flags])
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "model.gguf").write_bytes(path.read_bytes())
+    (home / "notes.txt").write_text("mine")
+    link = tmp_path / "link"
+    link.symlink_to(home)
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    cases = [
+        (tmp_path / ("x" * 300), [], "choose another -o"),
+        (afile, ["--force"], "is a file; -o names the folder to write"),
+        (link, ["--force"], "is a symbolic link"),
+        (home, ["--force"], "holds files etspec did not write (model.gguf, notes.txt)"),
+        (home, [], "exists; pass --force"),
+    ]
+    for out, flags, words in cases:
+        res = convert(out, *flags)
+        assert res.exit_code == 1 and res.output.count("\n") == 1 and words in res.output, (
+            out, res.output)  # fmt: skip
+    assert sorted(p.name for p in home.iterdir()) == ["model.gguf", "notes.txt"]
+    assert afile.read_text() == "mine" and link.is_symlink()
+    out = tmp_path / "conv"
+    assert convert(out).exit_code == 0
+    (out / "config.json").chmod(0o600)
+    res = convert(out, "--force")
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["config.json", "model.safetensors", "tokenizer.json"]
+    )
