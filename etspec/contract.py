@@ -225,7 +225,7 @@ MESSAGES = {
     "repetition_penalty": "repetition penalty must be a finite number > 0 (1 disables it), "
     "got {value}",
     "knob_needs_mode": "{option} shapes --tree {mode} only; add --tree {mode} or drop {option}",
-    "no_command": "no command given; one of {commands} (see `etspec --help`)",
+    "no_command": "no command given; one of {commands} (see `{path} --help`)",
     # Tree shapes and what the programs can hold of them.
     "chain_length": "--num-spec-tokens (chain length) must be at least 1, got {value}",
     "tree_too_wide": "tree {name} has up to {nodes} draft tokens and needs a verify width of "

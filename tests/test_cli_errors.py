@@ -263,6 +263,8 @@ def test_repetition_penalty_out_of_range_is_refused_before_loading(
         (["bench", "--target", "t.pte", "--num-prompts", "0"], "--num-prompts"),
         (["validate", "--target", "t.pte", "--max-new-tokens", "0"], "--max-new-tokens"),
         ([], "no command given; one of bench, "),
+        (["export"], "no command given; one of draft, target (see `"),
+        (["generate", "--target", "t.pte", "--prompt-ids", "1;"], "got '1;'"),
     ],
 )
 def test_counts_below_one_and_a_bare_command_are_usage_errors(args: list[str], words: str) -> None:
@@ -270,3 +272,38 @@ def test_counts_below_one_and_a_bare_command_are_usage_errors(args: list[str], w
     assert r.exit_code == 2, r.output
     lines = r.output.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], lines
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"WORLD_SIZE": "abc"}, "WORLD_SIZE='abc', RANK=None are not integers"),
+        ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 without the RANK and MASTER_ADDR torchrun sets"),
+        ({"WORLD_SIZE": "2", "RANK": "5", "MASTER_ADDR": "x"}, "RANK 5 is outside WORLD_SIZE 2"),
+    ],
+)
+def test_bench_refuses_a_broken_torchrun_environment(
+    artifacts, env: dict[str, str], words: str, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    target = str(artifacts.target("llama_small_vocab").pte)
+    assert_one_line_error(run_cli("bench", "--target", target, "--prompts", "open"), words)
+
+
+def test_quality_json_output_is_checked_before_the_run(artifacts, tmp_path: Path) -> None:
+    """Into a missing folder, onto a folder, over a file without --force, onto an input:
+    refused before anything loads (the artifacts named do not even exist)."""
+    kept = tmp_path / "kept.json"
+    kept.write_text("mine")
+    ref = tmp_path / "ref.pte"
+    ref.write_bytes(b"x")
+    for out, words in (
+        (tmp_path / "no" / "q.json", "does not exist"),
+        (tmp_path, "is a directory"),
+        (kept, "already exists; pass --force"),
+        (ref, "is an input of this command"),
+    ):
+        res = run_cli("quality", str(ref), str(tmp_path / "missing.pte"), "--json", str(out))
+        assert_one_line_error(res, words)
+    assert kept.read_text() == "mine"

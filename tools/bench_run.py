@@ -80,9 +80,29 @@ def tree_settings(req: BenchRequest) -> dict[str, Any]:
     return trees
 
 
+def _world() -> tuple[int, int]:
+    """(world size, rank) as torchrun sets them; one process when neither is set."""
+    raw = {k: os.environ.get(k) for k in ("WORLD_SIZE", "RANK")}
+    try:
+        world, rank = int(raw["WORLD_SIZE"] or 1), int(raw["RANK"] or 0)
+    except ValueError:
+        raise EtspecError(
+            f"WORLD_SIZE={raw['WORLD_SIZE']!r}, RANK={raw['RANK']!r} are not integers; unset "
+            "them or run under torchrun"
+        ) from None
+    if world < 1 or not 0 <= rank < world:
+        raise EtspecError(f"RANK {rank} is outside WORLD_SIZE {world}; unset them or use torchrun")
+    if world > 1 and (raw["RANK"] is None or "MASTER_ADDR" not in os.environ):
+        raise EtspecError(
+            f"WORLD_SIZE={world} without the RANK and MASTER_ADDR torchrun sets: run "
+            f"`torchrun --nproc-per-node {world} -m etspec bench ...` or unset WORLD_SIZE"
+        )
+    return world, rank
+
+
 def bench(req: BenchRequest) -> BenchOutcome | None:
     """Run every system on the prompts; None on a torchrun rank other than 0."""
-    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    world, rank = _world()
     out, traces_out = req.json_out, req.traces_out
     if traces_out is not None and world > 1:
         traces_out = traces_out.with_name(f"{traces_out.stem}.rank{rank}{traces_out.suffix}")

@@ -81,12 +81,17 @@ class OneLineErrors(click.Group):
         kwargs.pop("standalone_mode", None)
         try:
             rv = super().main(*args, standalone_mode=False, **kwargs)
-        except click.exceptions.NoArgsIsHelpError:
+        except click.exceptions.NoArgsIsHelpError as e:
             # Bare `etspec`: one line naming the commands, not the whole help as an error.
             from etspec.contract import message
 
-            commands = ", ".join(sorted(self.commands))
-            click.echo(f"error: {message('no_command', commands=commands)}", err=True)
+            # `etspec export` alone names export's own subcommands.
+            ctx = e.ctx
+            group = ctx.command if ctx is not None else self
+            assert isinstance(group, click.Group)
+            path = ctx.command_path if ctx is not None else "etspec"
+            commands = ", ".join(sorted(group.commands))
+            click.echo(f"error: {message('no_command', commands=commands, path=path)}", err=True)
             sys.exit(2)
         except click.UsageError as e:
             where = f"; see `{e.ctx.command_path} --help`" if e.ctx is not None else ""

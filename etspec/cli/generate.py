@@ -10,7 +10,14 @@ from typing import Any
 
 import click
 
-from etspec.cli.app import main, no_weight_cache_option, option, user_errors, verbose_option
+from etspec.cli.app import (
+    force_option,
+    main,
+    no_weight_cache_option,
+    option,
+    user_errors,
+    verbose_option,
+)
 from etspec.cli.runner_options import check_tree_knobs, parse_ids, runner_options, runner_spec
 from etspec.contract import DEFAULT_MAX_NEW_TOKENS, PROMPT_FILE_MAX_BYTES, SEED_MAX, message
 from etspec.errors import EtspecError
@@ -127,8 +134,7 @@ def generate(**kw: Any) -> None:
         processors.append(RepetitionPenalty(kw["repetition_penalty"]))
     spec = runner_spec(kw)
     check_tree_knobs(kw, {kw["tree_mode"]})
-    base, speculative = load_runners(spec)
-    runner = speculative or base
+    # The prompt is read and parsed before the (seconds-long) load.
     if kw["humaneval_task"] is not None:
         prompt: Any = _humaneval_prompt(kw["humaneval_task"])
     elif kw["prompt"] is not None:
@@ -137,6 +143,8 @@ def generate(**kw: Any) -> None:
         prompt = _read_prompt_file(kw["prompt_file"])
     else:
         prompt = parse_ids(kw["prompt_ids"])
+    base, speculative = load_runners(spec)
+    runner = speculative or base
     if kw["compare"] and speculative is None:
         raise EtspecError("--compare compares speculative with target-only: give --draft")
     as_json = kw["as_json"]
@@ -260,17 +268,30 @@ def validate(**kw: Any) -> None:
 @click.argument("reference", type=click.Path(path_type=Path))
 @click.argument("candidate", type=click.Path(path_type=Path))
 @click.option("--new-tokens", default=96, show_default=True, help="Tokens per agreement prompt.")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None)
+@click.option(
+    "--json", "json_out", type=click.Path(path_type=Path), default=None,
+    help="Also write the report as JSON to this file.",
+)  # fmt: skip
+@force_option
 @no_weight_cache_option
 @verbose_option
 @user_errors
 def quality(
-    reference: Path, candidate: Path, new_tokens: int, json_out: Path | None, no_weight_cache: bool
+    reference: Path,
+    candidate: Path,
+    new_tokens: int,
+    json_out: Path | None,
+    force: bool,
+    no_weight_cache: bool,
 ) -> None:
     """How much of REFERENCE (e.g. the fp32 .pte) CANDIDATE (e.g. a quantized .pte of the
     same model) keeps: teacher-forced top-1 agreement, held-out perplexity, a copy test."""
+    from etspec.files import check_output
     from etspec.runtime.loading import RunnerSpec, load_runners
     from etspec.tools.quality import compare
+
+    if json_out is not None:  # before the run, not after it
+        check_output(json_out, force, "--json", inputs=(reference, candidate))
 
     cache = False if no_weight_cache else None
     runners = [load_runners(RunnerSpec(p, weight_cache=cache))[0] for p in (reference, candidate)]
@@ -290,5 +311,7 @@ def quality(
     if json_out is not None:
         from etspec.files import write_atomically
 
-        write_atomically(json_out, (json.dumps(report.to_dict(), indent=1) + "\n").encode())
+        write_atomically(
+            json_out, (json.dumps(report.to_dict(), indent=1) + "\n").encode(), replace=force
+        )
         click.echo(f"wrote {json_out}")

@@ -42,10 +42,13 @@ class DraftMethodChoice(click.Choice):
 
 def parse_ids(value: str) -> list[int] | list[list[int]]:
     """``1,2,3``; ``;`` separates sequences (a batch, which generate then refuses clearly)."""
+    shown = value if len(value) <= 40 else value[:40] + "..."
     try:
         rows = [[int(t) for t in row.split(",") if t.strip()] for row in value.split(";")]
     except ValueError:
-        raise click.BadParameter(f"expected comma-separated token ids, got {value!r}") from None
+        raise click.BadParameter(f"expected comma-separated token ids, got {shown!r}") from None
+    if len(rows) > 1 and any(not row for row in rows):  # "1;": nothing after a separator
+        raise click.BadParameter(f"expected comma-separated token ids, got {shown!r}")
     return rows[0] if len(rows) == 1 else rows
 
 
