@@ -26,12 +26,17 @@ from etspec.contract import (
     default_eagle3_layers,
 )
 from etspec.errors import ArtifactError, CheckpointError, ExportError, MetadataMismatchError
-from etspec.models.checkpoint import load_state_dict, read_config, read_tokenizer_json
+from etspec.models.checkpoint import (
+    checkpoint_dir,
+    load_state_dict,
+    read_config,
+    read_tokenizer_json,
+)
 from etspec.models.eagle3 import Eagle3Draft
 from etspec.models.gemma4_assistant import Gemma4Assistant, assistant_hidden_spec
 from etspec.models.methods import Methods, draft_methods, target_methods
 from etspec.models.quantize import quantize
-from etspec.models.target import TargetModel, target_class, target_family
+from etspec.models.target import TargetModel, check_target_config, target_class, target_family
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,7 @@ def check_context(opts: TargetExportOptions, max_seq: int) -> None:
 def build_target(checkpoint: str | Path, opts: TargetExportOptions) -> TargetModel:
     """The exportable torch module for ``checkpoint`` (also what the eager reference runs)."""
     config = read_config(checkpoint)
+    check_target_config(config, checkpoint_dir(checkpoint) / "config.json")
     max_seq = opts.max_seq or default_context(config)
     trained = config.get("max_position_embeddings")
     if trained and max_seq > trained:
@@ -256,6 +262,7 @@ def target_program(checkpoint: str | Path, opts: TargetExportOptions) -> Program
     """Everything a target program of ``checkpoint`` (an HF folder) holds under ``opts``:
     the model (quantized by ``opts.dtype``), its methods, metadata and tokenizer."""
     config = read_config(checkpoint)
+    check_target_config(config, checkpoint_dir(checkpoint) / "config.json")
     opts = opts.resolved(config, opts.max_seq or default_context(config))
     model = build_target(checkpoint, opts)
     tokenizer = read_tokenizer_json(checkpoint)

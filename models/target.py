@@ -25,7 +25,7 @@ from etspec.contract import (
 from etspec.errors import CheckpointError, UnsupportedModelError
 from etspec.models.checkpoint import read_config
 from etspec.models.layers import kv_cache_bytes
-from etspec.models.validation import check_shape
+from etspec.models.validation import TARGET_REQUIRED, check_required, check_shape
 
 
 class TargetModel(nn.Module):
@@ -220,6 +220,16 @@ def target_class(config: dict[str, Any]) -> type[TargetModel]:
             f"model_type {model_type!r} is not supported; supported: {', '.join(families)}"
         )
     return cls
+
+
+def check_target_config(config: dict[str, Any], path: Path) -> None:
+    """Refuse a target config of an unsupported ``model_type`` or without a key every
+    target needs (``validation.TARGET_REQUIRED``), before anything reads it."""
+    from etspec.models.gemma_config import MULTIMODAL_MODEL_TYPES
+
+    target_class(config)
+    if config.get("model_type") not in MULTIMODAL_MODEL_TYPES:  # refused with their own fix
+        check_required(config, path, TARGET_REQUIRED)
 
 
 def target_family(config: dict[str, Any]) -> Callable[..., TargetModel]:

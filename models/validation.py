@@ -51,6 +51,16 @@ POSITIVE_FLOATS = (
 #: Nested objects checked with the same rules (a multimodal wrapper's text model, RoPE
 #: parameters per attention kind).
 NESTED = ("text_config", "rope_scaling", "rope_parameters", "full_attention", "sliding_attention")
+#: Config keys that hold a list of names when present (the attention kind of each layer).
+STRING_LISTS = ("layer_types",)
+#: What every target config must give (``check_required``): no model can be built without.
+TARGET_REQUIRED = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+)
 #: Checkpoint tensors that are index maps, not weights (EAGLE-3's vocabulary maps, the Gemma 4
 #: assistant's token ordering): integers or booleans, never floats.
 INDEX_TENSORS = frozenset({"d2t", "t2d", "token_ordering"})
@@ -115,6 +125,24 @@ def check_config(config: dict[str, Any], path: Path) -> None:
         nested = config.get(key)
         if isinstance(nested, dict):
             check_config(nested, path)
+        elif nested is not None:
+            raise _bad(path, key, "an object", nested)
+    for key in STRING_LISTS:
+        value = config.get(key)
+        if value is not None and (
+            not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+        ):
+            raise _bad(path, key, "a list of strings", value)
+
+
+def check_required(config: dict[str, Any], path: Path, keys: tuple[str, ...]) -> None:
+    """Refuse a config without one of ``keys`` (or with it null), naming it."""
+    for key in keys:
+        if config.get(key) is None:
+            raise CheckpointError(
+                f"{path}: no {key}; a checkpoint of this model needs it: fix "
+                "the config or download the checkpoint again"
+            )
 
 
 def check_tensor(name: str, tensor: Any, path: Path) -> None:

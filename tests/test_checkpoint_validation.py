@@ -42,6 +42,15 @@ def _config(folder: Path) -> dict:
     return json.loads((folder / "config.json").read_text())
 
 
+def _unset(key: str) -> Mutation:
+    def mutate(folder: Path) -> None:
+        config = _config(folder)
+        del config[key]
+        (folder / "config.json").write_text(json.dumps(config))
+
+    return mutate
+
+
 def _set(key: str, value: object) -> Mutation:
     def mutate(folder: Path) -> None:
         config = _config(folder)
@@ -219,6 +228,13 @@ def target_cases(folder: Path) -> list[tuple[str, Mutation]]:
     for key in ("rope_theta", "rms_norm_eps"):
         for v in (0, -1.0, float("inf"), float("nan"), "1e4", True, [1.0]):
             cases.append((f"{key}={v!r}", _set(key, v)))
+    for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                "num_attention_heads"):  # fmt: skip
+        cases.append((f"no {key}", _unset(key)))
+        cases.append((f"{key}=null", _set(key, None)))
+    for key, v in (("rope_parameters", [1, 2]), ("rope_scaling", "x"), ("layer_types", 3),
+                   ("layer_types", [1])):  # fmt: skip
+        cases.append((f"{key}={v!r}", _set(key, v)))
     for v in (vocab, -1, [1, vocab], 1.5, "1", [0, -3], True):
         cases.append((f"eos_token_id={v!r}", _set("eos_token_id", v)))
     for v in (vocab, -5, 2.0):
