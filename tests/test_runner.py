@@ -76,6 +76,14 @@ def small(artifacts):  # type: ignore[no-untyped-def]
         (dict(prompt=[]), "empty prompt"),
         (dict(prompt=[1, 99]), "outside the vocabulary"),
         (dict(prompt="text"), "carries no tokenizer"),
+        (dict(prompt=[1, 2], max_new_tokens=5.0), "max_new_tokens must be at least 1, got 5.0"),
+        (dict(prompt=[1, 2], max_new_tokens="5"), "max_new_tokens must be at least 1, got '5'"),
+        (dict(prompt=[1, 2], max_new_tokens=True), "max_new_tokens must be at least 1, got True"),
+        (dict(prompt=[1, 2.5]), r"token ids must be integers, got 2.5 \(float\)"),
+        (dict(prompt=[1, True]), r"token ids must be integers, got True \(bool\)"),
+        (dict(prompt=5), "prompt must be text .* got int"),
+        (dict(prompt=None), "prompt must be text .* got NoneType"),
+        (dict(prompt=[1, 2], sampling=0.7), "sampling must be a SamplingConfig, got float"),
     ],
 )
 def test_bad_requests_fail_clearly_and_leave_the_runner_usable(small, kwargs, message) -> None:  # type: ignore[no-untyped-def]
@@ -85,6 +93,36 @@ def test_bad_requests_fail_clearly_and_leave_the_runner_usable(small, kwargs, me
         with pytest.raises(GenerationError, match=message):
             runner.generate(**{"max_new_tokens": 8, **kwargs})
         assert runner.generate(PROMPT, 12).token_ids == before
+
+
+def test_numpy_ids_are_token_ids(small) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    base, _ = small
+    want = base.generate(PROMPT, 6).token_ids
+    assert base.generate(np.asarray(PROMPT), 6).token_ids == want
+    assert base.generate([np.int64(t) for t in PROMPT], 6).token_ids == want
+
+
+def test_lone_surrogate_prompt_is_refused(artifacts) -> None:  # type: ignore[no-untyped-def]
+    runner = TextLLMRunner.from_pte(artifacts.target("gemma3_text").pte)
+    with pytest.raises(GenerationError, match="lone surrogate U\\+D800 at offset 1"):
+        runner.generate("a\ud800b", 4)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "words"),
+    [
+        ((None,), {}, "target must be the path of a target .pte, got NoneType"),
+        (("t.pte", 3), {}, "draft must be the path of a draft .pte, got int"),
+        (("t.pte",), {"num_spec_tokens": "3"}, "chain length\\) must be at least 1, got '3'"),
+        (("t.pte",), {"num_spec_tokens": True}, "must be at least 1, got True"),
+        (("t.pte",), {"tree": 3}, "tree must be a mode name"),
+    ],
+)
+def test_from_pte_checks_its_arguments_before_loading(args, kwargs, words) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(GenerationError, match=words):
+        TextLLMRunner.from_pte(*args, **kwargs)
 
 
 def test_generator_settings_are_checked_at_construction(artifacts) -> None:  # type: ignore[no-untyped-def]
