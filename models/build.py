@@ -38,6 +38,13 @@ from etspec.models.methods import Methods, draft_methods, target_methods
 from etspec.models.quantize import quantize
 from etspec.models.target import TargetModel, check_target_config, target_class, target_family
 
+# The shortest context an export compiles: its masks' dynamic widths need a range of at
+# least two committed columns (models/methods.py), and no prompt fits in fewer anyway.
+MIN_CONTEXT = 8
+# The most draft scratch slots (and nodes per draft call) an export allocates: far past any
+# useful tree, short of a typo's billion-slot allocation.
+MAX_DRAFT_SCRATCH = 4096
+
 
 @dataclass(frozen=True)
 class TargetExportOptions:
@@ -103,6 +110,11 @@ class DraftExportOptions:
     def check(self) -> None:
         if self.step_width < 1 or self.scratch < self.step_width:
             raise ExportError("--step-width must be >= 1 and --scratch >= --step-width")
+        if self.scratch > MAX_DRAFT_SCRATCH or self.step_width > MAX_DRAFT_SCRATCH:
+            raise ExportError(
+                f"--scratch and --step-width must be at most {MAX_DRAFT_SCRATCH} (draft tree "
+                f"nodes held at once; trees past a few hundred nodes never pay)"
+            )
 
 
 @dataclass
@@ -132,6 +144,11 @@ def default_context(config: dict[str, Any]) -> int:
 
 
 def check_context(opts: TargetExportOptions, max_seq: int) -> None:
+    if max_seq < MIN_CONTEXT:
+        raise ExportError(
+            f"a context of {max_seq} tokens is too short to export; use --max-seq {MIN_CONTEXT} "
+            "or more"
+        )
     if opts.prefill_chunk > max_seq or (opts.verify_width or 0) > max_seq:
         raise ExportError("--prefill-chunk and --verify-width must not exceed --max-seq")
 

@@ -27,7 +27,7 @@ from etspec import logs
 from etspec.contract import DTYPES
 from etspec.errors import ExportError
 
-GROUP_SIZE = 32  # int4 groups of input channels; tables whose width is not a multiple stay fp32
+GROUP_SIZE = 32  # int4 groups of input channels; other widths take the int8 per-row scheme
 
 
 @dataclass(frozen=True)
@@ -80,30 +80,47 @@ def quantize(model: nn.Module, dtype: str, head: str = "lm_head") -> None:
         return ".mlp." in f".{fqn}."
 
     if r.embedding is not None:
-        group = _group(r.embedding)
+        for scheme, grouped in _with_fallback(r.embedding):
 
-        def table(m: nn.Module, _: str, group: int = group) -> bool:
-            return isinstance(m, nn.Embedding) and (group == 0 or m.weight.shape[-1] % group == 0)
+            def table(m: nn.Module, _: str, grouped: bool = grouped) -> bool:
+                return isinstance(m, nn.Embedding) and _fits(m, grouped)
 
-        quantize_(model, _config(r.embedding), filter_fn=table)
+            quantize_(model, _config(scheme), filter_fn=table)
     rules: list[tuple[str | None, Callable[[str], bool]]] = [
         (r.lm_head, is_head),
         (r.mlp or r.linear, lambda f: is_mlp(f) and not is_head(f)),
         (r.linear, lambda f: not is_mlp(f) and not is_head(f)),
     ]
-    for scheme, wanted in rules:
-        if scheme is None:
+    for base, wanted in rules:
+        if base is None:
             continue
-        group = _group(scheme)
+        for scheme, grouped in _with_fallback(base):
 
-        def pick(
-            m: nn.Module, fqn: str, wanted: Callable[[str], bool] = wanted, group: int = group
-        ) -> bool:
-            if not isinstance(m, nn.Linear) or not wanted(fqn):
-                return False
-            return group == 0 or m.weight.shape[-1] % group == 0  # else it stays fp32
+            def pick(
+                m: nn.Module,
+                fqn: str,
+                wanted: Callable[[str], bool] = wanted,
+                grouped: bool = grouped,
+            ) -> bool:
+                return isinstance(m, nn.Linear) and wanted(fqn) and _fits(m, grouped)
 
-        quantize_(model, _config(scheme), filter_fn=pick)
+            quantize_(model, _config(scheme), filter_fn=pick)
+
+
+def _with_fallback(scheme: str) -> list[tuple[str, bool]]:
+    """(scheme, whether it takes the layers whose width is a multiple of GROUP_SIZE): an
+    int4 scheme's groups need that width, so the other layers take its int8 per-row
+    counterpart (as llama.cpp falls back to a wider type for rows its blocks do not tile),
+    never fp32 under a quantized recipe's name."""
+    if not _group(scheme):
+        return [(scheme, False)]
+    return [(scheme, True), (scheme[: -len("4w")] + "8w", False)]
+
+
+def _fits(m: nn.Module, grouped: bool) -> bool:
+    """Whether the grouped pass (``grouped``) or the per-row fallback takes module ``m``:
+    the two passes split the layers by width, so none is quantized twice."""
+    return (m.weight.shape[-1] % GROUP_SIZE == 0) == grouped
 
 
 def _config(scheme: str) -> object:

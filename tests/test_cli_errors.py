@@ -213,6 +213,12 @@ def test_bad_export_options(tmp_path: Path) -> None:
         "8da4w",
     )
     assert_one_line_error(r, "8da4w needs --backend xnnpack")
+    tiny = ["--max-seq", "1", "--prefill-chunk", "1", "--verify-width", "1"]
+    r = run_cli("export", "target", str(tmp_path), "-o", str(tmp_path / "t.pte"), *tiny)
+    assert_one_line_error(r, "a context of 1 tokens is too short to export; use --max-seq 8")
+    r = run_cli("export", "draft", str(tmp_path), "--target", str(tmp_path / "t.pte"), "-o",
+                str(tmp_path / "d.pte"), "--scratch", "1000000000")  # fmt: skip
+    assert_one_line_error(r, "--scratch and --step-width must be at most 4096")
 
 
 def test_cli_process_exit_code_and_no_traceback(tmp_path: Path) -> None:

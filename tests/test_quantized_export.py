@@ -29,3 +29,19 @@ def test_8da4w_target_tracks_fp32(artifacts, tmp_path) -> None:
     # int4 weights with int8 activations: close in direction, not to 1e-4.
     cos = torch.nn.functional.cosine_similarity(logits, ref, dim=0).item()
     assert cos > 0.95, cos
+
+
+def test_int4_recipe_quantizes_every_linear_whatever_its_width() -> None:
+    """8da4w: a linear whose input width is a multiple of 32 gets int4 groups, one that is
+    not (48) the int8 per-row scheme; none stays fp32 under the recipe's name."""
+    from torch import nn
+
+    from etspec.models.quantize import quantize
+
+    model = nn.Sequential(nn.Linear(64, 16), nn.Linear(48, 16))
+    quantize(model, "8da4w", head="none")
+    kinds = [type(m.weight.data).__name__ for m in model]
+    assert all(k != "Tensor" for k in kinds), kinds
+    with torch.no_grad():
+        out = model[1](torch.randn(3, 48))
+    assert out.shape == (3, 16) and bool(torch.isfinite(out).all())
