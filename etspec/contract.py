@@ -256,6 +256,11 @@ MESSAGES = {
 }
 
 
+def quote(text: str) -> str:
+    """``text`` cut to ``QUOTE_MAX`` characters for an error message."""
+    return text if len(text) <= QUOTE_MAX else text[:QUOTE_MAX] + "..."
+
+
 def message(key: str, **fields: Any) -> str:
     """``MESSAGES[key]`` with its ``{field}`` placeholders filled in."""
     return MESSAGES[key].format(**fields)
@@ -331,8 +336,9 @@ SERVE_REQUEST = {
 }
 assert set(SERVE_REQUEST) == set(SERVE_FIELDS.values()) - {SERVE_FIELDS["Error"]}
 assert set(SERVE_REQUEST.values()) <= set(SERVE_KINDS)
-# A request value or field name quoted in an error is cut to this many characters.
-SERVE_QUOTE_MAX = 40
+# A user's value quoted in an error (a request field, a static tree spec) is cut to this many
+# characters: an error line stays one readable line.
+QUOTE_MAX = 40
 # ``memory`` keys: what each program holds, as stored.
 TARGET_WEIGHTS_BYTES, TARGET_KV_BYTES = "target_weights_bytes", "target_kv_bytes"
 DRAFT_WEIGHTS_BYTES, DRAFT_KV_BYTES = "draft_weights_bytes", "draft_kv_bytes"
@@ -810,7 +816,7 @@ def cpp_header() -> str:
         "inline constexpr std::pair<const char*, const char*> kServeKinds[] = {",
         *(f"    {{{q(k)}, {q(w)}}}," for k, w in SERVE_KINDS.items()),
         "};",
-        f"inline constexpr size_t kServeQuoteMax = {SERVE_QUOTE_MAX};",
+        f"inline constexpr size_t kQuoteMax = {QUOTE_MAX};",
         "inline constexpr std::pair<const char*, const char*> kMessages[] = {",
         *(f"    {{{q(k)}, {q(v)}}}," for k, v in MESSAGES.items()),
         "};",

@@ -124,6 +124,9 @@ def bench(req: BenchRequest) -> BenchOutcome | None:
     if req.sweep is not None:
         from etspec.artifact import open_artifact
 
+        if spec.draft is None:
+            raise EtspecError("--sweep sweeps EAGLE-3 dynamic trees: give --draft")
+
         widest = (
             max(spec.verify_widths)
             if spec.reference

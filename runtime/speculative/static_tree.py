@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 
-from etspec.contract import DEFAULT_RANK_ACCEPT, message
+from etspec.contract import DEFAULT_RANK_ACCEPT, message, quote
 from etspec.errors import EtspecError
 from etspec.runtime.sampling import Sampler
 from etspec.runtime.speculative.draft_runner import Proposal
@@ -129,9 +129,9 @@ class StaticTree(TreeShape):
         try:
             choices = json.loads(text)
         except (ValueError, RecursionError):  # RecursionError: JSON nested past the stack
-            raise EtspecError(message("static_tree_unreadable", spec=spec)) from None
+            raise EtspecError(message("static_tree_unreadable", spec=quote(spec))) from None
         if not isinstance(choices, list):
-            raise EtspecError(message("static_tree_unreadable", spec=spec))
+            raise EtspecError(message("static_tree_unreadable", spec=quote(spec)))
         check_size(f"static{len(choices)}", len(choices), width)
         return cls(choices)
 

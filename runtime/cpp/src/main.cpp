@@ -187,9 +187,9 @@ bool read_request_line(std::istream& in, std::string& line, size_t limit, bool& 
   return any;
 }
 
-// A request value or name as an error quotes it: JSON text cut to kServeQuoteMax characters.
+// A request value or name as an error quotes it: JSON text cut to kQuoteMax characters.
 std::string quote(const std::string& text) {
-  const size_t max = etspec::contract::kServeQuoteMax;
+  const size_t max = etspec::contract::kQuoteMax;
   return text.size() <= max ? text : text.substr(0, max) + "...";
 }
 

@@ -198,7 +198,9 @@ StaticTree StaticTree::parse(const std::string& spec, std::optional<int64_t> wid
   } catch (const Error&) {
     throw;
   } catch (const std::exception&) {  // bad JSON, or a number past int64 (std::out_of_range)
-    throw Error(message("static_tree_unreadable", {{"spec", spec}}));
+    const size_t max = contract::kQuoteMax;
+    throw Error(message("static_tree_unreadable",
+                        {{"spec", spec.size() <= max ? spec : spec.substr(0, max) + "..."}}));
   }
   check_size("static" + std::to_string(choices.size()), choices.size(), width);
   return StaticTree(choices, "");
