@@ -7,7 +7,6 @@ the same object whether it decodes with the target alone or speculatively.
 from __future__ import annotations
 
 import contextlib
-import operator
 import os
 import threading
 import time
@@ -30,6 +29,7 @@ from etspec.errors import EtspecError
 from etspec.runtime.generator import GenerationContext, TextTokenGenerator, TokenGenerator
 from etspec.runtime.prefill import prefill_target
 from etspec.runtime.program import Program
+from etspec.runtime.prompt import is_count, prompt_ids
 from etspec.runtime.results import (
     GenerationConfig,
     GenerationError,
@@ -98,7 +98,7 @@ class TextLLMRunner:
                 raise GenerationError(
                     f"{name} must be the path of a {name} .pte, got {type(path).__name__}"
                 )
-        if not _is_count(num_spec_tokens):
+        if not is_count(num_spec_tokens):
             raise GenerationError(message("chain_length", value=repr(num_spec_tokens)))
         if not isinstance(tree, str):
             raise GenerationError(f"tree must be a mode name (str), got {type(tree).__name__}")
@@ -112,50 +112,9 @@ class TextLLMRunner:
         return speculative or base
 
     def encode(self, prompt: str | Sequence[int] | torch.Tensor) -> list[int]:
-        """``prompt`` as token ids: text through the artifact's tokenizer, ids (a list, a
-        tensor, numpy integers) checked against the vocabulary."""
-        if isinstance(prompt, str):
-            if self.tokenizer is None:
-                raise GenerationError(message("no_tokenizer"))
-            bad = next((i for i, c in enumerate(prompt) if "\ud800" <= c <= "\udfff"), None)
-            if bad is not None:  # a lone surrogate: not text, and no tokenizer takes it
-                raise GenerationError(
-                    f"the prompt is not valid text (a lone surrogate U+{ord(prompt[bad]):04X} at "
-                    f"offset {bad}); pass a str of Unicode characters"
-                )
-            return self.tokenizer.encode(prompt)
-        if not isinstance(prompt, torch.Tensor | Sequence) and not hasattr(prompt, "__array__"):
-            raise GenerationError(
-                "prompt must be text (str), token ids (a list of int) or a tensor, got "
-                f"{type(prompt).__name__}"
-            )
-        if isinstance(prompt, torch.Tensor):
-            if prompt.dim() == 2 and prompt.shape[0] != 1:
-                raise GenerationError(
-                    f"batch size {prompt.shape[0]} is not supported: etspec generates one "
-                    "sequence at a time; call generate once per prompt"
-                )
-            prompt = prompt.reshape(-1).tolist()
-        ids = list(prompt)
-        if ids and isinstance(ids[0], (list, tuple)):
-            if len(ids) != 1:
-                raise GenerationError(
-                    f"batch size {len(ids)} is not supported: etspec generates one sequence "
-                    "at a time; call generate once per prompt"
-                )
-            ids = list(ids[0])
-        # numpy and torch integers as well as int; never a float or a bool.
-        wrong = next((t for t in ids if not _is_index(t)), None)
-        if wrong is not None:
-            raise GenerationError(
-                f"prompt token ids must be integers, got {str(wrong)[:40]} ({type(wrong).__name__})"
-            )
-        ids = [operator.index(t) for t in ids]
-        vocab = self.meta.vocab_size
-        bad = [t for t in ids if not 0 <= t < vocab]
-        if bad:
-            raise GenerationError(message("token_outside_vocab", token=bad[0], vocab=vocab))
-        return ids
+        """``prompt`` as token ids (``prompt.prompt_ids``: text through the artifact's
+        tokenizer; ids checked against the vocabulary)."""
+        return prompt_ids(prompt, self.tokenizer, self.meta.vocab_size)
 
     def generate(
         self,
@@ -186,7 +145,7 @@ class TextLLMRunner:
         text piece and ``stats_callback(stats)`` the ``GenerationStats`` at the end."""
         if max_new_tokens is not None and hasattr(max_new_tokens, "max_new_tokens"):
             config, max_new_tokens = max_new_tokens, None  # ExecuTorch's positional config
-        if max_new_tokens is not None and not _is_count(max_new_tokens):
+        if max_new_tokens is not None and not is_count(max_new_tokens):
             raise GenerationError(message("max_new_tokens_low", value=repr(max_new_tokens)))
         if (
             sampling is not None
@@ -407,18 +366,3 @@ class TextLLMRunner:
         mem.update(self.generator.memory())
         mem["peak_rss_bytes"] = peak_rss_bytes()
         return mem
-
-
-def _is_index(value: Any) -> bool:
-    """An integer of any kind (int, numpy, a 0-d tensor), not a bool."""
-    if isinstance(value, bool):
-        return False
-    try:
-        operator.index(value)
-    except TypeError:
-        return False
-    return True
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1

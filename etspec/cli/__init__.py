@@ -1,6 +1,6 @@
 """The ``etspec`` command line, one module per family of commands, each over library
-functions: export/convert/inspect (``export.py``), generate/validate/quality
-(``generate.py``), bench/plot (``bench.py``).
+functions: export/convert/inspect (``export.py``), generate/validate (``generate.py``),
+quality (``quality.py``), bench/plot (``bench.py``).
 
 User-caused errors (``EtspecError``) print one line and exit 1, never a traceback.
 """
@@ -8,8 +8,9 @@ User-caused errors (``EtspecError``) print one line and exit 1, never a tracebac
 from etspec.cli import bench as _bench
 from etspec.cli import export as _export
 from etspec.cli import generate as _generate
+from etspec.cli import quality as _quality
 from etspec.cli.app import main
 
 bench = _bench.bench
 __all__ = ["bench", "main"]
-del _export, _generate
+del _export, _generate, _quality
