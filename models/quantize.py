@@ -80,10 +80,10 @@ def quantize(model: nn.Module, dtype: str, head: str = "lm_head") -> None:
         return ".mlp." in f".{fqn}."
 
     if r.embedding is not None:
-        for scheme, grouped in _with_fallback(r.embedding):
+        for scheme, takes in _with_fallback(r.embedding):
 
-            def table(m: nn.Module, _: str, grouped: bool = grouped) -> bool:
-                return isinstance(m, nn.Embedding) and _fits(m, grouped)
+            def table(m: nn.Module, _: str, takes: Callable[[nn.Module], bool] = takes) -> bool:
+                return isinstance(m, nn.Embedding) and takes(m)
 
             quantize_(model, _config(scheme), filter_fn=table)
     rules: list[tuple[str | None, Callable[[str], bool]]] = [
@@ -94,33 +94,31 @@ def quantize(model: nn.Module, dtype: str, head: str = "lm_head") -> None:
     for base, wanted in rules:
         if base is None:
             continue
-        for scheme, grouped in _with_fallback(base):
+        for scheme, takes in _with_fallback(base):
 
             def pick(
                 m: nn.Module,
                 fqn: str,
                 wanted: Callable[[str], bool] = wanted,
-                grouped: bool = grouped,
+                takes: Callable[[nn.Module], bool] = takes,
             ) -> bool:
-                return isinstance(m, nn.Linear) and wanted(fqn) and _fits(m, grouped)
+                return isinstance(m, nn.Linear) and wanted(fqn) and takes(m)
 
             quantize_(model, _config(scheme), filter_fn=pick)
 
 
-def _with_fallback(scheme: str) -> list[tuple[str, bool]]:
-    """(scheme, whether it takes the layers whose width is a multiple of GROUP_SIZE): an
-    int4 scheme's groups need that width, so the other layers take its int8 per-row
+def _with_fallback(scheme: str) -> list[tuple[str, Callable[[nn.Module], bool]]]:
+    """(scheme, which modules it takes) for ``scheme``: an int4 scheme's groups need an
+    input width that is a multiple of GROUP_SIZE, so the other layers take its int8 per-row
     counterpart (as llama.cpp falls back to a wider type for rows its blocks do not tile),
-    never fp32 under a quantized recipe's name."""
+    never fp32 under a quantized recipe's name. The passes split the layers by width, so
+    none is quantized twice; a per-row scheme takes every layer."""
     if not _group(scheme):
-        return [(scheme, False)]
-    return [(scheme, True), (scheme[: -len("4w")] + "8w", False)]
-
-
-def _fits(m: nn.Module, grouped: bool) -> bool:
-    """Whether the grouped pass (``grouped``) or the per-row fallback takes module ``m``:
-    the two passes split the layers by width, so none is quantized twice."""
-    return (m.weight.shape[-1] % GROUP_SIZE == 0) == grouped
+        return [(scheme, lambda m: True)]
+    return [
+        (scheme, lambda m: m.weight.shape[-1] % GROUP_SIZE == 0),
+        (scheme[: -len("4w")] + "8w", lambda m: m.weight.shape[-1] % GROUP_SIZE != 0),
+    ]
 
 
 def _config(scheme: str) -> object:
