@@ -183,8 +183,7 @@ def checkpoint_folder(path: str | Path) -> Iterator[Path]:
         return
     tmp = Path(tempfile.mkdtemp(prefix="etspec-gguf-"))
     try:
-        check_free_space(tmp, fp32_bytes(path), f"the conversion of {path}", "TMPDIR")
-        yield convert_gguf(path, tmp / "checkpoint")
+        yield convert_gguf(path, tmp / "checkpoint", option="TMPDIR")
     except CheckpointError as e:
         # A check on the converted folder names a temporary file the user never had.
         text = str(e)
@@ -211,13 +210,15 @@ def fp32_bytes(path: str | Path) -> int:
     return sum(4 * math.prod(int(n) for n in t.shape) for t in reader.tensors)
 
 
-def convert_gguf(path: str | Path, out: str | Path, force: bool = False) -> Path:
+def convert_gguf(
+    path: str | Path, out: str | Path, force: bool = False, option: str = "-o"
+) -> Path:
     """Write ``out/`` (config.json, model.safetensors, tokenizer.json) from a GGUF file.
     Written aside and moved into place, so a failure leaves nothing behind."""
     from safetensors.torch import save_file
 
-    dest = check_output_folder(out, force, CONVERTED_FILES)
-    check_free_space(dest.parent, fp32_bytes(path), str(dest))
+    dest = check_output_folder(out, force, CONVERTED_FILES, option)
+    check_free_space(dest.parent, fp32_bytes(path), str(dest), option)
     ckpt = read_gguf(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
