@@ -89,6 +89,8 @@ GEMMA4_ASSISTANT = "gemma4_assistant"
 # prompt_lookup.py); EAGLE-3's is ``EAGLE3``.
 GEMMA4_ASSISTANT_METHOD = "gemma4-assistant"
 PROMPT_LOOKUP_METHOD = "prompt-lookup"
+# An EAGLE-3 draft and prompt lookup, chosen per step (runtime/speculative/combined.py).
+COMBINED_METHOD = "combined"
 # Prompt lookup's longest n-gram without --max-ngram: this, or --min-ngram if larger.
 DEFAULT_MAX_NGRAM = 3
 
@@ -238,6 +240,8 @@ MESSAGES = {
     "window_needs_draft": "--draft-window truncates an EAGLE-3 draft's attention; give --draft",
     "ngram_range": "prompt lookup needs 1 <= min_ngram <= max_ngram",
     "lookup_with_draft": "--draft-method prompt-lookup uses no draft file; drop --draft",
+    "combined_needs_draft": "--draft-method combined drafts with an EAGLE-3 draft and prompt "
+    "lookup; give --draft (or --draft-method prompt-lookup for the lookup alone)",
     "scratch_exhausted": "tree needs more than the draft's {scratch} scratch slots",
     "static_tree_empty": "a static tree needs at least one node",
     "knob_twice": "give {first} or {second}, not both (both set the dynamic tree's {knob}; "

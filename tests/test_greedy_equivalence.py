@@ -18,6 +18,7 @@ from helpers import (
     runners,
 )
 
+from etspec.runtime.speculative.combined import LOOKUP_LABEL, CombinedDraftRunner
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner
 from etspec.tools.validate import compare
@@ -39,18 +40,30 @@ def _draft(kind: str, draft_program, switch: Truth):  # type: ignore[no-untyped-
         return Eagle3DraftRunner(draft_program)
     if kind == "prompt-lookup":
         return PromptLookupDraftRunner(16)
+    if kind == "combined":
+        return CombinedDraftRunner(Eagle3DraftRunner(draft_program), PromptLookupDraftRunner(16))
     return ScriptedDraftRunner(switch, 16, schedule=lambda s: [99, 0, 1][s % 3])
 
 
-@pytest.mark.parametrize("kind", ["eagle3", "prompt-lookup", "scripted"])
+# The combined drafter runs EAGLE-3's and prompt lookup's own paths: one chain length
+# checks how it switches between them (the test costs seconds per case).
+CASES = [
+    (kind, k)
+    for kind in ("eagle3", "prompt-lookup", "combined", "scripted")
+    for k in (1, 3, 5)
+    if kind != "combined" or k == 3
+]
+
+
+@pytest.mark.parametrize(("kind", "k"), CASES)
 @pytest.mark.parametrize("kv", ["position-overwrite", "scratch-commit"])
-@pytest.mark.parametrize("k", [1, 3, 5])
 def test_greedy_equals_target_only(small_pair, k: int, kv: str, kind: str) -> None:
     mode, (target, draft) = small_pair
     switch = Truth()
     base, spec = runners(target, _draft(kind, draft, switch), k, kv)
     label = f"{mode} {kind} k={k} {kv}"
     accepted = rejected = eos_in_window = budget_in_window = 0
+    steps: dict[str, int] = {}
     for i, (out, result) in enumerate(
         check_greedy_equivalence(label, base, spec, PROMPTS, BUDGETS, switch)
     ):
@@ -60,10 +73,14 @@ def test_greedy_equals_target_only(small_pair, k: int, kv: str, kind: str) -> No
         rejected += out.stats.rejected_tokens
         eos_in_window += out.stop_reason == "eos" and out.last_offered > 1
         budget_in_window += out.stop_reason == "max_new_tokens" and out.last_emission > 1
+        for name, n in out.stats.shape_steps.items():
+            steps[name] = steps.get(name, 0) + n
     # The suite must exercise what it claims to: mixed steps, and (with the scripted
     # draft) EOS and max_new_tokens landing inside multi-token windows.
     if kind != "prompt-lookup":
         assert accepted > 0 and rejected > 0
+    if kind == "combined":  # both drafters proposed, so both paths were checked
+        assert steps.get(LOOKUP_LABEL, 0) > 0 and sum(steps.values()) > steps[LOOKUP_LABEL]
     if kind == "scripted" and k > 1:
         assert eos_in_window > 0 and budget_in_window > 0
 

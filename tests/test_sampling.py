@@ -21,8 +21,10 @@ from etspec.runtime.sampling import (
     SamplingError,
     TokenDist,
 )
+from etspec.runtime.speculative.combined import LOOKUP_LABEL, CombinedDraftRunner
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
+from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner
 from etspec.runtime.speculative.static_tree import StaticTree
 from etspec.runtime.speculative.tree import DraftTree
 from etspec.runtime.speculative.verifier import Verifier
@@ -262,18 +264,26 @@ TREES = {
 }
 
 
-def _speculative_counts(artifacts, verifier: Verifier, n: int, tree: str = "chain2"):  # type: ignore[no-untyped-def]
+def _speculative_counts(  # type: ignore[no-untyped-def]
+    artifacts, verifier: Verifier, n: int, tree: str = "chain2", combined: bool = False
+):
     target, draft = pair_programs(artifacts.small_draft(), "pte")
     kv = "scratch-commit" if tree == "D2xBF2" else "position-overwrite"
-    _, spec = runners(target, Eagle3DraftRunner(draft), TREES[tree](), kv, verifier)
+    drafter = Eagle3DraftRunner(draft)
+    if combined:
+        drafter = CombinedDraftRunner(drafter, PromptLookupDraftRunner(V))
+    _, spec = runners(target, drafter, TREES[tree](), kv, verifier)
     c2, c3 = torch.zeros(V), torch.zeros(V)
-    accepted = 0
+    accepted = looked_up = 0
     for seed in range(n):
         out = spec.generate(PROMPT, 3, SamplingConfig(TEMPERATURE, seed=seed), ignore_eos=True)
         c2[out.token_ids[1]] += 1
         c3[out.token_ids[2]] += 1
         accepted += out.stats.accepted_tokens
+        looked_up += out.stats.shape_steps.get(LOOKUP_LABEL, 0)
     assert accepted > n // 10  # the draft is right often enough for acceptance to matter
+    if combined:  # both drafters' tokens went through the verifier
+        assert looked_up > n // 10
     return c2, c3
 
 
@@ -281,6 +291,15 @@ def _speculative_counts(artifacts, verifier: Verifier, n: int, tree: str = "chai
 def test_speculative_sampling_matches_target_distribution(artifacts, exact_marginals, tree) -> None:  # type: ignore[no-untyped-def]
     p2, p3 = exact_marginals
     c2, c3 = _speculative_counts(artifacts, Verifier(), SAMPLES, tree)
+    assert chi_square_pvalue(c2, p2) > ALPHA
+    assert chi_square_pvalue(c3, p3) > ALPHA
+
+
+def test_combined_drafter_sampling_matches_target_distribution(artifacts, exact_marginals) -> None:  # type: ignore[no-untyped-def]
+    """Steps drafted by prompt lookup (point masses) and by EAGLE-3 (its distribution),
+    chosen from what earlier steps of the request taught: still the target's distribution."""
+    p2, p3 = exact_marginals
+    c2, c3 = _speculative_counts(artifacts, Verifier(), SAMPLES // 2, combined=True)
     assert chi_square_pvalue(c2, p2) > ALPHA
     assert chi_square_pvalue(c3, p3) > ALPHA
 

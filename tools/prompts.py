@@ -2,8 +2,9 @@
 files, and the validation prompts.
 
 The built-in sets are for real models: where copying from the prompt helps (``copy``), where
-it barely does (``open``), and a long document with a question (``long``). Prompt lookup and
-llama.cpp's lookup decoding speed up only what the prompt already holds, so a real-model
+it barely does (``open``; ``english``: 64 prose prompts, enough for a per-set mean), and a
+long document with a question (``long``). Prompt lookup and llama.cpp's lookup decoding
+speed up only what the prompt already holds, so a real-model
 table needs both kinds side by side; HumanEval is the code set. Every text is fixed here (the
 long document is generated from a fixed seed) so a figure can be reproduced from the revision
 alone.
@@ -57,6 +58,76 @@ OPEN = (
     'def merge_sorted(a, b):\n    """Merge two sorted lists into one sorted list."""\n',
 )
 
+# Open-ended English prose: 64 prompts written for this project, none from the draft's
+# training text (manual pages, /usr/share/doc, Python's sources), whose answers the prompt
+# does not hold: essays, stories, explanations, advice and descriptions.
+ENGLISH = (
+    "The best way to learn a new language as an adult is",
+    "Write a short story about a lighthouse keeper who finds a message in a bottle.\n\n",
+    "Explain why the sky is blue to a ten-year-old.\n\n",
+    "The history of the bicycle begins",
+    "Describe a busy market in a small town on a Saturday morning.\n\n",
+    "Three reasons to keep a journal are",
+    "Write a letter to your future self, ten years from now.\n\n",
+    "When the power went out across the city, the first thing people noticed was",
+    "Explain how vaccines train the immune system.\n\n",
+    "My grandmother's kitchen always smelled of",
+    "Give advice to someone starting their first job.\n\n",
+    "The most surprising thing about octopuses is",
+    "Write a short speech for a friend's wedding.\n\n",
+    "Explain the difference between weather and climate.\n\n",
+    "On the first day of the expedition, the team",
+    "Describe the sound of rain on a tin roof.\n\n",
+    "Why do cats purr? Scientists think",
+    "Write a review of an imaginary restaurant that serves only soup.\n\n",
+    "The invention of the printing press changed Europe because",
+    "Explain how a bill becomes a law in a parliament.\n\n",
+    "A good night's sleep matters because",
+    "Write a diary entry from the point of view of a house cat.\n\n",
+    "The old train station had been closed for twenty years when",
+    "Explain what causes the seasons on Earth.\n\n",
+    "Some simple ways to save money on groceries are",
+    "Describe the view from the top of a mountain at sunrise.\n\n",
+    "Write a fable about a fox, a crow and a piece of cheese, with a new ending.\n\n",
+    "Explain how bees make honey.\n\n",
+    "The first time I tried to bake bread,",
+    "What makes a city pleasant to walk in? Consider",
+    "Write a short mystery in which a violin goes missing from a concert hall.\n\n",
+    "Explain why leaves change colour in autumn.\n\n",
+    "The key to a good job interview is",
+    "Describe a thunderstorm approaching over the sea.\n\n",
+    "Write a bedtime story about a small dragon who is afraid of the dark.\n\n",
+    "Explain the water cycle in simple terms.\n\n",
+    "Volunteering in your community can",
+    "Write a postcard from a holiday on a remote island.\n\n",
+    "Explain how a refrigerator keeps food cold.\n\n",
+    "The village had one rule that nobody could explain:",
+    "Describe your ideal weekend.\n\n",
+    "The Roman Empire lasted so long because",
+    "Write an encouraging note to a student before an exam.\n\n",
+    "Explain how airplanes stay in the air.\n\n",
+    "Learning to play a musical instrument teaches",
+    "Write a short story that begins with a knock at the door at midnight.\n\n",
+    "Explain why the ocean is salty.\n\n",
+    "A walk through the forest in winter",
+    "Describe the life of a honeybee from egg to forager.\n\n",
+    "The advantages and disadvantages of working from home are",
+    "Write a poem in prose about the end of summer.\n\n",
+    "Explain what inflation is and why prices rise.\n\n",
+    "The old fisherman looked at the sky and said",
+    "Give tips for keeping houseplants alive.\n\n",
+    "Explain how the moon affects the tides.\n\n",
+    "Reading fiction makes people more empathetic because",
+    "Write a scene in which two strangers share an umbrella.\n\n",
+    "Explain why we have time zones.\n\n",
+    "Describe a library at closing time.\n\n",
+    "The greatest challenge facing small farmers today is",
+    "Write a short story about a robot that wants to become a gardener.\n\n",
+    "Explain how earthquakes happen.\n\n",
+    "If I could have dinner with any person from history, I would choose",
+    "Describe the smell and sound of a bakery early in the morning.\n\n",
+)
+
 _NAMES = ("Ana", "Ben", "Chen", "Dara", "Eli", "Farah", "Goran", "Hana", "Ivo", "Jun")
 _PLACES = ("Lisbon", "Osaka", "Quito", "Tromso", "Accra", "Perth", "Riga", "Lima")
 _ITEMS = ("crates of tiles", "rolls of cable", "pallets of paper", "drums of paint")
@@ -90,7 +161,7 @@ def long_document(tokens: int = 3000) -> str:
     )
 
 
-SETS: dict[str, tuple[str, ...]] = {"copy": COPY, "open": OPEN, "chat": CHAT}
+SETS: dict[str, tuple[str, ...]] = {"copy": COPY, "open": OPEN, "english": ENGLISH, "chat": CHAT}
 
 
 @dataclass(frozen=True)
@@ -169,13 +240,13 @@ def jsonl_prompts(path: str | Path) -> list[Prompt]:
 
 
 # Prompt sources by name; anything else is a JSONL path.
-PROMPT_SOURCES = ("humaneval", "copy", "open", "chat", "long")
+PROMPT_SOURCES = ("humaneval", "copy", "open", "english", "chat", "long")
 
 
 def builtin_prompts(name: str) -> list[Prompt]:
-    """A built-in set: ``copy`` (the answer quotes the prompt), ``open``
-    (it does not), ``chat`` (MT-Bench-style questions, ``chat_prompts``) or ``long`` (a
-    ~3,000-token document and a question)."""
+    """A built-in set: ``copy`` (the answer quotes the prompt), ``open`` (it does not),
+    ``english`` (64 open-ended English prose prompts), ``chat`` (MT-Bench-style questions,
+    ``chat_prompts``) or ``long`` (a ~3,000-token document and a question)."""
     if name == "long":
         return [Prompt("long/0", long_document(3000))]
     return [Prompt(f"{name}/{i}", text) for i, text in enumerate(SETS[name])]

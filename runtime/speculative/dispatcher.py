@@ -36,7 +36,9 @@ from etspec.runtime.speculative.shapes import ChainShape, StepOutcome, TreePolic
 
 
 @dataclass
-class _Record:
+class StepRecord:
+    """Tokens and seconds of the steps one candidate ran."""
+
     steps: int = 0
     tokens: int = 0
     squares: int = 0  # sum of squared tokens per step, for the spread
@@ -144,9 +146,9 @@ class AutoTree(TreePolicy):
     shapes: list[TreeShape]
     widths: tuple[int, ...]
     costs: StepCosts | None = None
-    records: dict[str, _Record] = field(default_factory=dict)
+    records: dict[str, StepRecord] = field(default_factory=dict)
     chains: DepthAcceptance = field(default_factory=DepthAcceptance)
-    chain_steps: _Record = field(default_factory=_Record)  # every chain step, pooled
+    chain_steps: StepRecord = field(default_factory=StepRecord)  # every chain step, pooled
     _total: int = 0  # steps observed
     _decided: int = 0  # ``_total`` when ``_current`` was chosen
     _current: TreeShape | None = None
@@ -159,7 +161,7 @@ class AutoTree(TreePolicy):
     def __post_init__(self) -> None:
         if not self.shapes:
             raise EtspecError(message("auto_no_candidates"))
-        self.records = {s.name: _Record() for s in self.shapes}
+        self.records = {s.name: StepRecord() for s in self.shapes}
 
     def candidates(self) -> list[TreeShape]:
         return list(self.shapes)
@@ -244,6 +246,8 @@ class AutoTree(TreePolicy):
         return self._current
 
     def observe(self, shape: TreeShape, step: StepOutcome) -> None:
+        if not step.follows_shape:
+            return
         self._total += 1
         self.records[shape.name].add(step.emitted, step.seconds)
         if self.costs is not None:

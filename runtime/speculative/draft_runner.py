@@ -20,7 +20,7 @@ from etspec.runtime.sampling import Sampler, TokenDist
 
 if TYPE_CHECKING:
     from etspec.runtime.speculative.costs import CostProbe
-    from etspec.runtime.speculative.shapes import TreeShape
+    from etspec.runtime.speculative.shapes import StepOutcome, TreeShape
 
 
 @dataclass(frozen=True)
@@ -42,17 +42,26 @@ class Proposal:
     ``probs[i-1]`` is the distribution (target ids) node i was drawn from, for sampling
     verification; ``None`` means every node was a deterministic pick (a point mass: the
     verifier accepts token x with probability p(x) and removes it from p on rejection).
-    ``calls`` counts draft model calls made.
+    ``calls`` counts draft model calls made. ``label`` names what proposed the nodes when it
+    was not the step's shape (a combined drafter's prompt lookup): the step then says nothing
+    about the shape, and its statistics go under the label.
     """
 
     tokens: list[int]
     parents: list[int]
     probs: list[TokenDist] | None = None
     calls: int = 0
+    label: str | None = None
 
     @classmethod
-    def chain(cls, tokens: list[int], probs: list[TokenDist] | None = None, calls: int = 0):  # type: ignore[no-untyped-def]
-        return cls(tokens, list(range(len(tokens))), probs, calls)
+    def chain(  # type: ignore[no-untyped-def]
+        cls,
+        tokens: list[int],
+        probs: list[TokenDist] | None = None,
+        calls: int = 0,
+        label: str | None = None,
+    ):
+        return cls(tokens, list(range(len(tokens))), probs, calls, label)
 
 
 @dataclass(frozen=True)
@@ -112,6 +121,10 @@ class SpeculativeDraftRunner(ABC):
     def programs(self) -> tuple[Program, ...]:
         """The programs this runner calls (their locks are held while a runner generates)."""
         return ()
+
+    def observe(self, step: StepOutcome) -> None:  # noqa: B027  # optional hook
+        """How the step of the last proposal went (a drafter that chooses per step learns
+        from it)."""
 
     def step_costs(self, probe: CostProbe) -> DraftCosts:
         """Its calls' wall times, timed by ``probe`` (the dispatcher's cost model)."""

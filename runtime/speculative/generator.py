@@ -118,7 +118,9 @@ class SpeculativeTokenGenerator:
                 )
             with stats.stage("commit"):
                 stats.commit_calls += kv.commit(verdict.nodes)
-            stats.record_verify(tree.size, verdict.accepted, tree.max_depth, shape.name)
+            stats.record_verify(
+                tree.size, verdict.accepted, tree.max_depth, proposal.label or shape.name
+            )
             nodes = verdict.nodes
             path_tokens = [root, *(proposal.tokens[i - 1] for i in nodes[1:])]
             emitted = [*path_tokens[1:], verdict.next_token]
@@ -135,15 +137,15 @@ class SpeculativeTokenGenerator:
                         hidden=_rows(hidden, nodes) if needs_hidden else None,
                     )
                 )
-            policy.observe(
-                shape,
-                StepOutcome(
-                    tree.max_depth,
-                    verdict.accepted,
-                    time.perf_counter() - t0,
-                    min(shape.cost.max_height, height),
-                ),
+            outcome = StepOutcome(
+                tree.max_depth,
+                verdict.accepted,
+                time.perf_counter() - t0,
+                min(shape.cost.max_height, height),
+                follows_shape=proposal.label is None,
             )
+            policy.observe(shape, outcome)
+            draft.observe(outcome)
             root = verdict.next_token
 
 

@@ -45,7 +45,10 @@ class PromptLookupDraftRunner(SpeculativeDraftRunner):
         self.history.extend([*acceptance.tokens[1:], acceptance.next_token])
         return 0
 
-    def _lookup(self, max_tokens: int) -> list[int]:
+    def match(self, max_tokens: int) -> tuple[int, list[int]]:
+        """(n, continuation): the length of the longest n-gram matched and at most
+        ``max_tokens`` tokens that followed its latest earlier occurrence; (0, []) when
+        nothing matches."""
         seq = torch.tensor(self.history, dtype=torch.long)
         total = seq.numel()
         for n in range(min(self.max_ngram, total - 1), self.min_ngram - 1, -1):
@@ -54,14 +57,14 @@ class PromptLookupDraftRunner(SpeculativeDraftRunner):
             hits = (windows == seq[total - n :]).all(-1).nonzero()
             if hits.numel():
                 start = int(hits[-1]) + n
-                return seq[start : start + max_tokens].tolist()
-        return []
+                return n, seq[start : start + max_tokens].tolist()
+        return 0, []
 
     def propose(self, shape: TreeShape, max_height: int, sampler: Sampler) -> Proposal:
         # A lookup finds one continuation: the deepest chain the shape allows. Its tokens are
         # deterministic picks, which the verifier treats as point masses (probs=None).
         cost = shape.cost
-        tokens = self._lookup(min(cost.max_height, cost.max_nodes, max_height))
+        _, tokens = self.match(min(cost.max_height, cost.max_nodes, max_height))
         return Proposal.chain(tokens)
 
 

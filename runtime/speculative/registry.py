@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from etspec.errors import EtspecError
+from etspec.runtime.speculative.combined import CombinedMethod
 from etspec.runtime.speculative.draft_method import DraftMethod
 from etspec.runtime.speculative.eagle3 import Eagle3Method
 from etspec.runtime.speculative.gemma4_assistant import Gemma4AssistantMethod
 from etspec.runtime.speculative.prompt_lookup import PromptLookupMethod
 
 DRAFT_METHODS: dict[str, DraftMethod] = {
-    m.name: m for m in (Eagle3Method(), PromptLookupMethod(), Gemma4AssistantMethod())
+    m.name: m
+    for m in (Eagle3Method(), PromptLookupMethod(), CombinedMethod(), Gemma4AssistantMethod())
 }
 DEFAULT_DRAFT_METHOD = "eagle3"
 

@@ -72,6 +72,9 @@ class StepOutcome:
     # drafter that offered less (prompt lookup's match ran out) ended the chain itself.
     # None: ``height``.
     allowed: int | None = None
+    # False when the draft runner proposed something other than the shape asked for
+    # (``Proposal.label``): the step then teaches a tree policy nothing about the shape.
+    follows_shape: bool = True
 
     @property
     def emitted(self) -> int:
