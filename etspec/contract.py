@@ -91,6 +91,8 @@ GEMMA4_ASSISTANT_METHOD = "gemma4-assistant"
 PROMPT_LOOKUP_METHOD = "prompt-lookup"
 # An EAGLE-3 draft and prompt lookup, chosen per step (runtime/speculative/combined.py).
 COMBINED_METHOD = "combined"
+# The statistics' shape name of a step the combined drafter's prompt lookup proposed.
+LOOKUP_LABEL = "lookup"
 # Prompt lookup's longest n-gram without --max-ngram: this, or --min-ngram if larger.
 DEFAULT_MAX_NGRAM = 3
 
@@ -749,6 +751,8 @@ def cpp_header() -> str:
         "Eagle3": EAGLE3,
         "Gemma4AssistantMethod": GEMMA4_ASSISTANT_METHOD,
         "PromptLookupMethod": PROMPT_LOOKUP_METHOD,
+        "CombinedMethod": COMBINED_METHOD,
+        "LookupLabel": LOOKUP_LABEL,
         "ArtifactKind": ARTIFACT_KIND,
         "FormatVersionField": FORMAT_VERSION_FIELD,
         "TargetKind": TARGET_KIND,

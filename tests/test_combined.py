@@ -12,9 +12,9 @@ import pytest
 import torch
 from helpers import pair_programs, runners
 
-from etspec.contract import message
+from etspec.contract import LOOKUP_LABEL, message
 from etspec.runtime.sampling import Sampler, SamplingConfig
-from etspec.runtime.speculative.combined import LOOKUP_LABEL, CombinedDraftRunner
+from etspec.runtime.speculative.combined import CombinedDraftRunner
 from etspec.runtime.speculative.dispatcher import AutoTree
 from etspec.runtime.speculative.draft_runner import Acceptance, Proposal, SpeculativeDraftRunner
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner

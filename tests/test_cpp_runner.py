@@ -21,6 +21,7 @@ from test_sampling import (  # noqa: F401 (exact_marginals is a fixture)
     exact_marginals,
 )
 
+from etspec.contract import LOOKUP_LABEL
 from etspec.errors import EtspecError
 from etspec.runtime.loading import RunnerSpec, load_runners
 from etspec.runtime.speculative.settings import TreeSettings
@@ -257,6 +258,47 @@ def test_seeded_sampling_repeats_and_matches_the_target_distribution(  # type: i
         c2[t[1]] += 1
         c3[t[2]] += 1
     assert sum(r["stats"]["accepted_tokens"] for r in runs) > n // 10
+    p2, p3 = exact_marginals
+    assert chi_square_pvalue(c2, p2) > ALPHA
+    assert chi_square_pvalue(c3, p3) > ALPHA
+
+
+def test_combined_drafter_is_exact_and_uses_both_drafters(  # type: ignore[no-untyped-def]
+    artifacts,
+    runner_bin: Path,
+    exact_marginals,  # noqa: F811 (the fixture imported above)
+) -> None:
+    """``--draft-method combined`` in C++ (the registry's ``cpp_args``): greedy ids are the
+    target's own on prompts that repeat (lookups hit) and random ones; steps came from both
+    drafters; seeded sampling repeats and is distributed as the target's."""
+    case = PAIRS["small"](artifacts)
+    vocab = case.target.hf.config.vocab_size
+    g = torch.Generator().manual_seed(5)
+    motif = torch.randint(1, vocab, (6,), generator=g).tolist()
+    spec = RunnerSpec(case.target.pte, case.pte, "combined")
+    method = spec.method.cpp_args(spec)
+    assert method is not None
+    steps: dict[str, int] = {}
+    for i, prompt in enumerate([motif * 4, *random_prompts(3, vocab, 20, seed=8)]):
+        ref = _python(case.target.pte, None, prompt, 24, "target-only", "position-overwrite")
+        (out,) = _cpp(runner_bin, case.target.pte, prompt, *method, "--max-new-tokens", "24",
+                      "--ignore-eos", "--tree", "chain")  # fmt: skip
+        assert out["token_ids"] == ref.token_ids, i
+        for name, n in out["stats"]["shape_steps"].items():
+            steps[name] = steps.get(name, 0) + n
+    assert steps.get(LOOKUP_LABEL, 0) > 0 and steps.get("chain3", 0) > 0, steps
+    args = [*method, "--tree", "chain", "--num-spec-tokens", "2", "--temperature",
+            str(TEMPERATURE), "--max-new-tokens", "3", "--ignore-eos"]  # fmt: skip
+    n = 10_000
+    runs = _cpp(runner_bin, case.target.pte, PROMPT, *args, "--seed", "5", "--num-samples", str(n))
+    again = _cpp(runner_bin, case.target.pte, PROMPT, *args, "--seed", "5", "--num-samples", "50")
+    ids = [r["token_ids"] for r in runs]
+    assert ids[:50] == [r["token_ids"] for r in again]
+    assert sum(r["stats"]["shape_steps"].get(LOOKUP_LABEL, 0) for r in runs) > n // 10
+    c2, c3 = torch.zeros(V), torch.zeros(V)
+    for t in ids:
+        c2[t[1]] += 1
+        c3[t[2]] += 1
     p2, p3 = exact_marginals
     assert chi_square_pvalue(c2, p2) > ALPHA
     assert chi_square_pvalue(c3, p3) > ALPHA

@@ -18,7 +18,8 @@ from helpers import (
     runners,
 )
 
-from etspec.runtime.speculative.combined import LOOKUP_LABEL, CombinedDraftRunner
+from etspec.contract import LOOKUP_LABEL
+from etspec.runtime.speculative.combined import CombinedDraftRunner
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner
 from etspec.tools.validate import compare

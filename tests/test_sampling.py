@@ -14,6 +14,7 @@ import pytest
 import torch
 from helpers import pair_programs, runners
 
+from etspec.contract import LOOKUP_LABEL
 from etspec.runtime.sampling import (
     RepetitionPenalty,
     Sampler,
@@ -21,7 +22,7 @@ from etspec.runtime.sampling import (
     SamplingError,
     TokenDist,
 )
-from etspec.runtime.speculative.combined import LOOKUP_LABEL, CombinedDraftRunner
+from etspec.runtime.speculative.combined import CombinedDraftRunner
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner

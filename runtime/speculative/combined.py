@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from etspec.contract import COMBINED_METHOD, TargetMetadata, message
+from etspec.contract import COMBINED_METHOD, LOOKUP_LABEL, TargetMetadata, message
 from etspec.errors import EtspecError
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
@@ -53,8 +53,6 @@ if TYPE_CHECKING:
     from etspec.runtime.loading import RunnerSpec
     from etspec.runtime.speculative.costs import CostProbe
 
-#: ``Proposal.label`` of a step the lookup proposed (its statistics' shape name).
-LOOKUP_LABEL = "lookup"
 # Step times kept per arm: recent ones, so a machine that slows down is followed.
 _RECENT_STEPS = 32
 
@@ -230,3 +228,9 @@ class CombinedMethod(DraftMethod):
             target.metadata.vocab_size, *PromptLookupMethod.ngram(spec)
         )
         return CombinedDraftRunner(Eagle3DraftRunner(draft, spec.draft_window), lookup)
+
+    def cpp_args(self, spec: RunnerSpec) -> list[str] | None:
+        window = [] if spec.draft_window is None else ["--draft-window", str(spec.draft_window)]
+        hi, lo = PromptLookupMethod.ngram(spec)
+        return ["--draft", str(spec.draft), "--draft-method", self.name, *window,
+                "--max-ngram", str(hi), "--min-ngram", str(lo)]  # fmt: skip

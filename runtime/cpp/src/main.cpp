@@ -1,8 +1,9 @@
 // etspec_runner: run an etspec .pte pair without Python; a thin CLI over the library
 // (runner.h), with `etspec generate`'s options.
 //
-//   etspec_runner --target T.pte [--draft D.pte | --draft-method gemma4-assistant |
-//       --draft-method prompt-lookup [--min-ngram 1] [--max-ngram 3]] [--draft-window N]
+//   etspec_runner --target T.pte [--draft D.pte [--draft-method combined] |
+//       --draft-method gemma4-assistant | --draft-method prompt-lookup]
+//       [--min-ngram 1] [--max-ngram 3] [--draft-window N]
 //       (--prompt TEXT | --prompt-file PATH | --prompt-ids 1,2,3) [--max-new-tokens 128]
 //       [--tree auto|chain|static|dynamic] [--num-spec-tokens 3] [--static-tree N8|D3xBF2|JSON]
 //       [--depth N | --num-steps N] [--draft-topk K] [--total-tokens T]
@@ -50,8 +51,9 @@ struct UsageError : etspec::Error {
 };
 
 const char* kUsage =
-    "usage: etspec_runner --target T.pte [--draft D.pte | --draft-method gemma4-assistant | "
-    "--draft-method prompt-lookup [--min-ngram N] [--max-ngram N]] [--draft-window N] "
+    "usage: etspec_runner --target T.pte [--draft D.pte [--draft-method combined] | "
+    "--draft-method gemma4-assistant | --draft-method prompt-lookup] [--min-ngram N] "
+    "[--max-ngram N] [--draft-window N] "
     "(--prompt TEXT | --prompt-file PATH | --prompt-ids 1,2,3) "
     "[--max-new-tokens N] [--tree auto|chain|static|dynamic] [--num-spec-tokens N] "
     "[--static-tree SPEC] [--depth N] [--draft-topk K] [--total-tokens T] "

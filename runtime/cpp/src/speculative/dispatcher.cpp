@@ -204,6 +204,7 @@ const TreeShape& AutoTree::choose() {
 }
 
 void AutoTree::observe(const TreeShape& shape, const StepOutcome& step) {
+  if (!step.follows_shape) return;
   ++total_;
   records_[shape.name].add(step.emitted(), step.seconds);
   const bool chain = as_chain(shape) != nullptr;

@@ -42,6 +42,8 @@ class SpeculativeDraftRunner {
   virtual bool needs_hidden() const { return true; }
   // Whether proposals can branch (trees); a drafter without (prompt lookup) runs chains.
   virtual bool branching() const { return true; }
+  // How the step of the last proposal went (a drafter that chooses per step learns from it).
+  virtual void observe(const StepOutcome& step) {}
   // Its calls' wall times, timed by `probe` (--tree auto's cost model).
   virtual DraftCosts step_costs(const CostProbe& probe) { return {}; }
   // The bytes the draft adds (GenerationStats.memory's draft_* entries).

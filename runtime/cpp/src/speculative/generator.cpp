@@ -81,7 +81,8 @@ void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
       StageTimer timer(stats, contract::kStageCommit);
       stats.commit_calls += kv.commit(ctx.target, verdict.nodes);
     }
-    stats.record_verify(tree.size(), verdict.accepted(), tree.max_depth, shape.name);
+    stats.record_verify(tree.size(), verdict.accepted(), tree.max_depth,
+                        proposal.label.empty() ? shape.name : proposal.label);
     const int64_t n = verdict.nodes.size();
     Acceptance acceptance;
     acceptance.position = position;
@@ -101,8 +102,10 @@ void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
       }
       stats.draft_calls += draft_->accept(acceptance);
     }
-    policy.observe(shape, {tree.max_depth, verdict.accepted(), seconds_since(t0),
-                           std::min(shape.max_height, height)});
+    const StepOutcome outcome{tree.max_depth, verdict.accepted(), seconds_since(t0),
+                              std::min(shape.max_height, height), proposal.label.empty()};
+    policy.observe(shape, outcome);
+    draft_->observe(outcome);
     root = verdict.next_token;
   }
 }

@@ -24,7 +24,7 @@ int64_t PromptLookupDraftRunner::accept(const Acceptance& acceptance) {
   return 0;
 }
 
-std::vector<int64_t> PromptLookupDraftRunner::lookup(int64_t max_tokens) const {
+std::pair<int64_t, std::vector<int64_t>> PromptLookupDraftRunner::match(int64_t max_tokens) const {
   const int64_t total = history_.size();
   for (int64_t n = std::min(max_ngram_, total - 1); n >= min_ngram_; --n) {
     // Windows starting before the final n-gram itself; the latest match wins.
@@ -32,16 +32,16 @@ std::vector<int64_t> PromptLookupDraftRunner::lookup(int64_t max_tokens) const {
     for (int64_t s = total - 1 - n; s >= 0; --s) {
       if (std::equal(tail, history_.end(), history_.begin() + s)) {
         const int64_t start = s + n, end = std::min(total, start + max_tokens);
-        return {history_.begin() + start, history_.begin() + end};
+        return {n, {history_.begin() + start, history_.begin() + end}};
       }
     }
   }
-  return {};
+  return {0, {}};
 }
 
 Proposal PromptLookupDraftRunner::propose(const TreeShape& shape, int64_t max_height, Sampler&) {
   Proposal out;
-  out.tokens = lookup(std::min({shape.max_height, shape.max_nodes, max_height}));
+  out.tokens = match(std::min({shape.max_height, shape.max_nodes, max_height})).second;
   for (size_t i = 0; i < out.tokens.size(); ++i) out.parents.push_back(i);
   return out;
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "speculative/draft_runner.h"
@@ -24,9 +25,11 @@ class PromptLookupDraftRunner : public SpeculativeDraftRunner {
   void memory(std::map<std::string, int64_t>& out) const override {}
   bool needs_hidden() const override { return false; }
   bool branching() const override { return false; }
+  // The longest n-gram matched and at most `max_tokens` tokens that followed its latest
+  // earlier occurrence; {0, {}} when nothing matches.
+  std::pair<int64_t, std::vector<int64_t>> match(int64_t max_tokens) const;
 
  private:
-  std::vector<int64_t> lookup(int64_t max_tokens) const;
   int64_t max_ngram_, min_ngram_;
   std::vector<int64_t> history_;
 };

@@ -1,5 +1,6 @@
 #include "speculative/registry.h"
 
+#include "speculative/combined.h"
 #include "speculative/eagle3.h"
 #include "speculative/gemma4_assistant.h"
 #include "speculative/prompt_lookup.h"
@@ -37,6 +38,18 @@ void check_lookup(bool has_draft, const DraftOptions& o) {
   check_window(false, o);
 }
 
+void check_combined(bool has_draft, const DraftOptions& o) {
+  if (!has_draft) throw Error(message("combined_needs_draft", {}));
+  check_window(has_draft, o);
+}
+
+std::unique_ptr<PromptLookupDraftRunner> lookup_runner(const DraftOptions& o) {
+  // As `etspec generate`'s defaults (contract.DEFAULT_MAX_NGRAM).
+  const int64_t lo = o.min_ngram.value_or(1);
+  const int64_t hi = o.max_ngram.value_or(std::max<int64_t>(contract::kDefaultMaxNgram, lo));
+  return std::make_unique<PromptLookupDraftRunner>(hi, lo);
+}
+
 std::unique_ptr<SpeculativeDraftRunner> make_eagle3(TargetProgram& target, DraftProgram* draft,
                                                     const DraftOptions& o) {
   return std::make_unique<Eagle3DraftRunner>(*draft, target.meta, o.draft_window.value_or(0));
@@ -49,10 +62,13 @@ std::unique_ptr<SpeculativeDraftRunner> make_assistant(TargetProgram& target, Dr
 
 std::unique_ptr<SpeculativeDraftRunner> make_lookup(TargetProgram&, DraftProgram*,
                                                     const DraftOptions& o) {
-  // As `etspec generate`'s defaults (contract.DEFAULT_MAX_NGRAM).
-  const int64_t lo = o.min_ngram.value_or(1);
-  const int64_t hi = o.max_ngram.value_or(std::max<int64_t>(contract::kDefaultMaxNgram, lo));
-  return std::make_unique<PromptLookupDraftRunner>(hi, lo);
+  return lookup_runner(o);
+}
+
+std::unique_ptr<SpeculativeDraftRunner> make_combined(TargetProgram& target, DraftProgram* draft,
+                                                      const DraftOptions& o) {
+  return std::make_unique<CombinedDraftRunner>(make_eagle3(target, draft, o), lookup_runner(o),
+                                               target.meta.verify_widths);
 }
 
 }  // namespace
@@ -62,6 +78,7 @@ const std::vector<DraftMethod>& draft_methods() {
       {contract::kEagle3, true, check_eagle3, make_eagle3},
       {contract::kGemma4AssistantMethod, false, check_assistant, make_assistant},
       {contract::kPromptLookupMethod, false, check_lookup, make_lookup},
+      {contract::kCombinedMethod, true, check_combined, make_combined},
   };
   return methods;
 }

@@ -20,6 +20,9 @@ struct Proposal {
   // every node is a deterministic pick (a point mass for the verifier).
   std::vector<TokenDist> q;
   int64_t calls = 0;
+  // What proposed the nodes when it was not the step's shape (a combined drafter's prompt
+  // lookup): the step then says nothing about the shape; its statistics go under the label.
+  std::string label;
 };
 
 // One proposal's view of a draft model: handle 0 is the root; every expand numbers the
@@ -45,6 +48,9 @@ struct StepOutcome {
   // How deep the step could have drafted (its shape, capped by the token budget); a drafter
   // that offered less (prompt lookup's match ran out) ended the chain itself. -1: height.
   int64_t allowed = -1;
+  // False when the draft proposed something other than the shape asked for (a labelled
+  // Proposal): the step then teaches a tree policy nothing about the shape.
+  bool follows_shape = true;
   int64_t emitted() const { return accepted + 1; }
 };
 
