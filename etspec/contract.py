@@ -109,6 +109,13 @@ DTYPES = ("fp32", "8da4w", "8da8w", "8da4w-mixed", "8da8w-e4", "8da4w-mlp")
 # keeps Gemma 3 270M (>= 90% top-1 agreement with fp32, held-out perplexity within 10%, the
 # copy test; README "Gemma 3 270M"). The portable backend runs fp32 only.
 DEPLOYMENT_DTYPE = "8da8w-e4"
+# Recipes that quantize activations per row at run time (int8 dynamic). A tree's nodes
+# attend over the context in another column order than a decode does (their ancestors sit
+# at other rows), so float sums round differently in the last bit; these recipes amplify
+# such a bit into another int8 step, and a tree step can flip a greedy token (Gemma 3 270M:
+# 4 of 7 tree shapes diverged from target-only on one of 32 prompts; chains, which keep
+# the decode's column order, never did). `--tree auto` grows only chains on them.
+ROW_QUANTIZED_DTYPES = tuple(d for d in DTYPES if d.startswith("8da"))
 # The context `export target` gives a checkpoint without --max-seq: its trained context
 # (max_position_embeddings), at most this. Calls cost what their actual context costs
 # (every mask has a dynamic width), so a larger context costs KV memory only.
@@ -781,6 +788,7 @@ def cpp_header() -> str:
         f"inline constexpr char kWeightCacheEnv[] = {q(WEIGHT_CACHE_ENV)};",
         *(f"inline constexpr const char* k{k} = {q(v)};" for k, v in names.items()),
         f"inline constexpr const char* kKvStrategies[] = {strings(KV_STRATEGIES)};",
+        f"inline constexpr const char* kRowQuantizedDtypes[] = {strings(ROW_QUANTIZED_DTYPES)};",
         f"inline constexpr const char* kStages[] = {strings(STAGES)};",
         *(f"inline constexpr const char* kStage{camel(v)} = {q(v)};" for v in STAGES),
         *(f"inline constexpr const char* k{k} = {q(v)};" for k, v in facts.items()),

@@ -21,7 +21,7 @@ from etspec.runtime.speculative.shapes import StepOutcome
 def _python(req: dict) -> dict:  # type: ignore[type-arg]
     """The replay of runtime/cpp/tools/dispatch_replay.cpp, on the Python dispatcher."""
     meta = SimpleNamespace(
-        verify_width=req["verify_width"], verify_widths=tuple(req["verify_widths"])
+        verify_width=req["verify_width"], verify_widths=tuple(req["verify_widths"]), dtype="fp32"
     )
     c = req["costs"]
     costs = StepCosts({int(w): s for w, s in c["verify_s"].items()}, c["draft_step_s"],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -212,6 +213,10 @@ def test_auto_candidates_follow_the_artifact() -> None:
     assert names == [*chains, "N3", "N15", "dynamic-d3k4t16"]
     assert all(s.cost.max_nodes + 1 <= 16 for s in auto_candidates(meta, True))
     assert [s.name for s in auto_candidates(meta, branching=False)] == chains
+    # A recipe that quantizes activations per row gets chains only: a tree's column order
+    # can flip a greedy token there (contract.ROW_QUANTIZED_DTYPES).
+    quantized = replace(meta, dtype="8da8w-e4")
+    assert [s.name for s in auto_candidates(quantized, branching=True)] == chains
     # Every candidate can be run as a fixed shape by its reported name (bench --trees).
     for shape in auto_candidates(meta, True):
         again = parse_shape(shape.name)

@@ -11,6 +11,7 @@ from etspec.contract import (
     DEFAULT_CHAIN_LENGTH,
     DEFAULT_DYNAMIC_TOPK,
     NO_DRAFT_SHAPE,
+    ROW_QUANTIZED_DTYPES,
     STATIC_TREE_MAX_NODES,
     TargetMetadata,
     default_dynamic_depth,
@@ -47,8 +48,10 @@ def default_dynamic(width: int, topk: int = DEFAULT_DYNAMIC_TOPK) -> DynamicTree
 
 def auto_candidates(target: TargetMetadata, branching: bool) -> list[TreeShape]:
     """The step that drafts nothing, chains of every length from 2 to ``AUTO_MAX_CHAIN`` that
-    fit and, for drafts that can branch, static and dynamic trees filling each width."""
+    fit and, for drafts that can branch, static and dynamic trees filling each width (not on
+    a target whose recipe quantizes activations per row: ``contract.ROW_QUANTIZED_DTYPES``)."""
     shapes: dict[str, TreeShape] = {NO_DRAFT_SHAPE: NoDraftShape()}
+    branching = branching and target.dtype not in ROW_QUANTIZED_DTYPES
     # Every chain length is cheap to consider: they pool their acceptance (DepthAcceptance).
     longest = min(target.verify_width - 1, AUTO_MAX_CHAIN)
     for n in range(min(2, longest), longest + 1):
