@@ -14,8 +14,8 @@ from helpers import pair_programs, runners
 
 from etspec.contract import LOOKUP_LABEL, message
 from etspec.runtime.sampling import Sampler, SamplingConfig
-from etspec.runtime.speculative.combined import CombinedDraftRunner
-from etspec.runtime.speculative.dispatcher import AutoTree
+from etspec.runtime.speculative.combined import CombinedDraftRunner, lookup_tokens
+from etspec.runtime.speculative.dispatcher import AutoTree, DepthAcceptance
 from etspec.runtime.speculative.draft_runner import Acceptance, Proposal, SpeculativeDraftRunner
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner
@@ -85,6 +85,20 @@ def test_a_reliable_lookup_wins_and_an_unreliable_one_is_dropped() -> None:
     used = _steps(slow, 300, lambda: rng.randint(1, 3), lambda: rng.randint(1, 3),
                   lambda lookup, n: 3.0 if lookup else 1.0)  # fmt: skip
     assert used < 40
+
+
+def test_unreached_depths_borrow_the_deepest_reached_one() -> None:
+    never = DepthAcceptance()
+    assert lookup_tokens(None, 15, 3.0) == 16  # never tried: every depth could be accepted
+    for _ in range(50):
+        never.observe(15, 0)  # 50 steps, each rejected at the first token
+    # Depths 2..15 were never reached; they are as unlikely as depth 1, not sure things.
+    assert lookup_tokens(never, 15, 2.0) < 1.1
+    assert never.expected_tokens(15, 2.0) > 1.5  # the per-depth bound rates them as sure
+    always = DepthAcceptance()
+    for _ in range(50):
+        always.observe(15, 15)
+    assert lookup_tokens(always, 15, 2.0) > 15
 
 
 def test_without_a_match_the_model_drafts() -> None:

@@ -13,7 +13,8 @@ chain is expected to emit more tokens per second:
   (the draft's) or per verify width (the lookup's), from the steps each one ran;
 - both are compared at their upper confidence bounds (UCB1's z, as ``--tree auto`` does), so
   an unlucky first look at either is retried, and the better one for the context wins once
-  the estimates are tight.
+  the estimates are tight; a depth the lookup's chains never reached borrows the deepest
+  one reached (``lookup_tokens``).
 
 Choosing a proposal from the past alone keeps decoding lossless: the verifier checks
 whatever is proposed (a lookup token as a point mass, a draft token against the draft's
@@ -83,6 +84,25 @@ class _Pending:
     shape: TreeShape
     ngram: int = 0  # the lookup's matched n (0: the draft proposed)
     width: int = 0  # the lookup's verify width
+
+
+def lookup_tokens(accepted: DepthAcceptance | None, length: int, z: float) -> float:
+    """Upper confidence bound of the tokens a lookup chain of ``length`` emits per step.
+    Each depth's acceptance is bounded from its own count or, where the chains seen so far
+    never reached it, from the deepest depth reached (count included): a 15-token chain is
+    not rated as if its unseen depths were all sure to be accepted, which would send every
+    step with a weak match to the widest verify."""
+    total, reach = 1.0, 1.0
+    deepest = len(accepted.reached) if accepted else 0  # every listed depth was reached
+    for depth in range(length):
+        n = a = 0
+        if deepest:
+            d = min(depth, deepest - 1)
+            n, a = accepted.reached[d], accepted.accepted[d]  # type: ignore[union-attr]
+        p = (a + 1) / (n + 2)
+        reach *= min(1.0, p + z * math.sqrt(p * (1 - p) / (n + 2)))
+        total += reach
+    return total
 
 
 class CombinedDraftRunner(SpeculativeDraftRunner):
@@ -180,8 +200,7 @@ class CombinedDraftRunner(SpeculativeDraftRunner):
             if not seen:
                 return math.inf
             seconds = min(seen)
-        accepted = learned.lookup.get(ngram) or DepthAcceptance()
-        return accepted.expected_tokens(length, z) / seconds
+        return lookup_tokens(learned.lookup.get(ngram), length, z) / seconds
 
     def observe(self, step: StepOutcome) -> None:
         pending, self._pending = self._pending, None

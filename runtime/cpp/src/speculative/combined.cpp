@@ -22,6 +22,23 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+double lookup_tokens(const DepthAcceptance* accepted, int64_t length, double z) {
+  double total = 1.0, reach = 1.0;
+  const int64_t deepest = accepted ? accepted->reached.size() : 0;  // every one was reached
+  for (int64_t depth = 0; depth < length; ++depth) {
+    int64_t n = 0, a = 0;
+    if (deepest) {
+      const int64_t d = std::min(depth, deepest - 1);
+      n = accepted->reached[d];
+      a = accepted->accepted[d];
+    }
+    const double p = (a + 1.0) / (n + 2.0);
+    reach *= std::min(1.0, p + z * std::sqrt(p * (1 - p) / (n + 2.0)));
+    total += reach;
+  }
+  return total;
+}
+
 std::optional<double> CombinedDraftRunner::Learned::step_s(const std::string& arm) const {
   const auto it = seconds.find(arm);
   if (it == seconds.end() || it->second.empty()) return std::nullopt;
@@ -85,8 +102,7 @@ double CombinedDraftRunner::lookup_bound(const Learned& learned, int64_t ngram, 
     if (!seconds) return kInf;
   }
   const auto it = learned.lookup.find(ngram);
-  const DepthAcceptance none;
-  return (it == learned.lookup.end() ? none : it->second).expected_tokens(length, z) / *seconds;
+  return lookup_tokens(it == learned.lookup.end() ? nullptr : &it->second, length, z) / *seconds;
 }
 
 Proposal CombinedDraftRunner::propose(const TreeShape& shape, int64_t max_height,

@@ -20,6 +20,10 @@
 
 namespace etspec {
 
+// Upper confidence bound of the tokens a lookup chain of `length` emits per step; a depth
+// never reached borrows the deepest one reached, count included (combined.lookup_tokens).
+double lookup_tokens(const DepthAcceptance* accepted, int64_t length, double z);
+
 class CombinedDraftRunner : public SpeculativeDraftRunner {
  public:
   CombinedDraftRunner(std::unique_ptr<SpeculativeDraftRunner> model,
