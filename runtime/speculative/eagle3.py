@@ -6,7 +6,9 @@ are "committed" draft KV at slot == position, computed from real target states. 
 (chain or tree, any ``TreeShape``) feeds nodes with the draft's own states into scratch
 slots past the context, under the draft's tree mask; ``accept`` then writes the committed
 rows of the accepted path from the target's states, so no draft-state row is ever
-committed and rejected branches are simply never seen again.
+committed and rejected branches are simply never seen again. ``accept`` only queues them: the
+draft catches up in one call when it next proposes, so a step that drafts nothing (``--tree
+auto``'s decode) or that prompt lookup proposed (``combined.py``) costs no draft call.
 
 ``window`` truncates what the draft attends to: a query at position p sees only positions
 p - window + 1 .. p (EAGLE-Pangu's drafter-only fixed-window ablation, its Table 3). The
@@ -15,6 +17,8 @@ target and its verification are untouched, so output stays exact; only acceptanc
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -68,6 +72,7 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         self.target_id_of = self.target_ids.tolist()
         self.geometry = DraftGeometry.of(meta, window)
         self.root = DraftRoot(torch.empty(0), torch.empty(0), 0)
+        self.behind: list[Acceptance] = []  # committed, not yet fed to the draft
 
     def check_target(self, target: TargetMetadata) -> None:
         if target.vocab_size != self.meta.target_vocab_size:
@@ -106,9 +111,11 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
     def reset(self) -> None:
         self.program.run(DRAFT_RESET)
         self.root = DraftRoot(torch.empty(0), torch.empty(0), 0)
+        self.behind = []
 
     def prefill(self, prompt: list[int], first_token: int, hidden: torch.Tensor | None) -> int:
         assert hidden is not None
+        self.behind = []
         geo = self.geometry
         tokens = torch.tensor([*prompt[1:], first_token], dtype=torch.long)
         n, total = self.meta.prefill_chunk, len(prompt)
@@ -174,32 +181,55 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         )
 
     def propose(self, shape: TreeShape, max_height: int, sampler: Sampler) -> Proposal:
-        return shape.grow(self.expansion(), max_height, sampler)
+        if not shape.cost.max_nodes:  # a decode: the draft stays behind
+            return Proposal([], [])
+        calls = self.catch_up()
+        proposal = shape.grow(self.expansion(), max_height, sampler)
+        return replace(proposal, calls=proposal.calls + calls) if calls else proposal
 
     def accept(self, acceptance: Acceptance) -> int:
-        hidden = acceptance.hidden
-        assert hidden is not None
+        assert acceptance.hidden is not None
+        # The rows are views of the verify's output, which the next call may overwrite.
+        self.behind.append(replace(acceptance, hidden=acceptance.hidden.clone()))
+        return 0
+
+    def catch_up(self) -> int:
+        """Feed the queued acceptances to the draft, as few extend calls as hold them;
+        returns the calls made."""
+        if not self.behind:
+            return 0
+        first, last = self.behind[0], self.behind[-1]
+        tokens = [t for a in self.behind for t in a.tokens]
+        hidden = torch.cat([a.hidden for a in self.behind])  # type: ignore[misc]
+        self.behind = []
+        widest = max(self.meta.extend_widths)
+        for lo in range(0, len(tokens), widest):
+            hi = min(lo + widest, len(tokens))
+            nxt = tokens[hi] if hi < len(tokens) else last.next_token
+            self._extend(first.position + lo, tokens[lo:hi], nxt, hidden[lo:hi])
+        return math.ceil(len(tokens) / widest)
+
+    def _extend(self, start: int, tokens: list[int], next_token: int, hidden: torch.Tensor) -> None:
+        """Write committed rows ``start..`` (``tokens``, each paired with the token after
+        it, ``next_token`` for the last) from the target's states; the last row's output is
+        the next root."""
         geo = self.geometry
-        rows = len(acceptance.tokens)
+        rows = len(tokens)
         e = self.meta.extend_width_for(rows)  # the narrowest extend that holds them
         ids_np = np.zeros(e, dtype=np.int64)  # numpy: no torch op per step (kv_cache)
-        ids_np[: rows - 1] = acceptance.tokens[1:]
-        ids_np[rows - 1] = acceptance.next_token
-        ids = torch.from_numpy(ids_np)
+        ids_np[: rows - 1] = tokens[1:]
+        ids_np[rows - 1] = next_token
         states = hidden
         if rows < e:
             states = torch.zeros(e, hidden.shape[-1])
             states[:rows] = hidden
-        start = acceptance.position
         positions = geo.positions[start : start + e]
         mask = geo.causal_rows(start, e)
         logits, out = self.program.run(
-            self.meta.extend_method(e), ids, states, positions, positions, mask
-        )
-        self.root = DraftRoot(
-            logits[rows - 1 : rows], out[rows - 1 : rows], acceptance.position + rows
-        )
-        return 1
+            self.meta.extend_method(e), torch.from_numpy(ids_np), states, positions, positions,
+            mask,
+        )  # fmt: skip
+        self.root = DraftRoot(logits[rows - 1 : rows], out[rows - 1 : rows], start + rows)
 
 
 class Eagle3Method(DraftMethod):

@@ -40,10 +40,14 @@ Eagle3DraftRunner::Eagle3DraftRunner(DraftProgram& program, const TargetMetadata
 
 Proposal Eagle3DraftRunner::propose(const TreeShape& shape, int64_t max_height,
                                     Sampler& sampler) {
+  if (shape.max_nodes == 0) return {};  // a decode: the draft stays behind
+  const int64_t calls = catch_up();
   Eagle3Expansion expansion(program_, root_, window_);
   expansion.target_ids = &target_ids_;
   expansion.vocab_size = target_vocab_;
-  return shape.grow(expansion, max_height, sampler);
+  Proposal out = shape.grow(expansion, max_height, sampler);
+  out.calls += calls;
+  return out;
 }
 
 void Eagle3DraftRunner::check_shape(const TreeShape& shape) const {
@@ -68,10 +72,12 @@ void Eagle3DraftRunner::memory(std::map<std::string, int64_t>& out) const {
 void Eagle3DraftRunner::reset() {
   program_.run(contract::kDRAFT_RESET, {});
   root_ = DraftRoot{};
+  behind_.clear();
 }
 
 int64_t Eagle3DraftRunner::prefill(const std::vector<int64_t>& prompt, int64_t first,
                              const Tensor& hidden) {
+  behind_.clear();
   // Row j pairs the target state at j with the token at j + 1 (the EAGLE alignment).
   std::vector<int64_t> tokens(prompt.begin() + 1, prompt.end());
   tokens.push_back(first);
@@ -136,9 +142,35 @@ DraftCosts Eagle3DraftRunner::step_costs(const CostProbe& probe) {
 }
 
 int64_t Eagle3DraftRunner::accept(const Acceptance& acceptance) {
-  const auto& tokens = acceptance.tokens;
-  const auto& hidden = acceptance.hidden;
-  const int64_t position = acceptance.position, next = acceptance.next_token;
+  behind_.push_back(acceptance);
+  return 0;
+}
+
+int64_t Eagle3DraftRunner::catch_up() {
+  if (behind_.empty()) return 0;
+  const int64_t start = behind_.front().position, last_next = behind_.back().next_token;
+  std::vector<int64_t> tokens;
+  std::vector<float> hidden;
+  for (const auto& a : behind_) {
+    tokens.insert(tokens.end(), a.tokens.begin(), a.tokens.end());
+    hidden.insert(hidden.end(), a.hidden.begin(), a.hidden.end());
+  }
+  behind_.clear();
+  const int64_t total = tokens.size(), th = hidden.size() / total;
+  const auto& widths = program_.meta.extend_widths;
+  const int64_t widest = *std::max_element(widths.begin(), widths.end());
+  int64_t calls = 0;
+  for (int64_t lo = 0; lo < total; lo += widest, ++calls) {
+    const int64_t hi = std::min(lo + widest, total);
+    extend(start + lo, {tokens.begin() + lo, tokens.begin() + hi},
+           hi < total ? tokens[hi] : last_next,
+           {hidden.begin() + lo * th, hidden.begin() + hi * th});
+  }
+  return calls;
+}
+
+void Eagle3DraftRunner::extend(int64_t position, const std::vector<int64_t>& tokens,
+                               int64_t next, const std::vector<float>& hidden) {
   const DraftMetadata& meta = program_.meta;
   const int64_t rows = tokens.size(), e = meta.extend_width_for(rows);
   const int64_t th = hidden.size() / rows;
@@ -156,7 +188,6 @@ int64_t Eagle3DraftRunner::accept(const Acceptance& acceptance) {
   root_.logits.assign(out[0].row(rows - 1), out[0].row(rows - 1) + out[0].cols());
   root_.state.assign(out[1].row(rows - 1), out[1].row(rows - 1) + out[1].cols());
   root_.position = position + rows;
-  return 1;
 }
 
 std::vector<float> Eagle3DraftRunner::causal(const std::vector<int64_t>& positions,

@@ -40,6 +40,12 @@ class Eagle3DraftRunner : public SpeculativeDraftRunner {
 
  private:
   MaskLayout layout() const { return {program_.meta.max_context, program_.meta.cache_size}; }
+  // Feeds the queued acceptances in as few extend calls as hold them; returns the calls.
+  int64_t catch_up();
+  // Writes committed rows `start..` (`tokens`, each paired with the token after it, `next`
+  // for the last) from the target's states; the last row's output is the next root.
+  void extend(int64_t start, const std::vector<int64_t>& tokens, int64_t next,
+              const std::vector<float>& hidden);
   // Causal rows at `positions`, cut to the window; sets `width`.
   std::vector<float> causal(const std::vector<int64_t>& positions, int64_t& width) const;
   DraftProgram& program_;
@@ -47,6 +53,9 @@ class Eagle3DraftRunner : public SpeculativeDraftRunner {
   int64_t target_vocab_;
   std::vector<int64_t> target_ids_;  // draft id -> target id
   DraftRoot root_;
+  // Committed, not yet fed to the draft: accept only queues, so a step that drafts nothing
+  // or that prompt lookup proposed costs no draft call (eagle3.py).
+  std::vector<Acceptance> behind_;
 };
 
 // Hides committed columns [0, committed) more than `window - 1` positions behind each row of
