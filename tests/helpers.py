@@ -9,6 +9,7 @@ from etspec.models.build import build_target, target_metadata
 from etspec.models.methods import target_methods
 from etspec.runtime.masks import MaskLayout
 from etspec.runtime.program import EagerProgram, PteProgram
+from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 
 TOL = 1e-4  # max abs logits difference allowed against transformers (fp32)
 
@@ -134,7 +135,7 @@ def random_prompts(count: int, vocab: int, longest: int, seed: int = 0) -> list[
     return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in lengths]
 
 
-class ScriptedDraftRunner:
+class ScriptedDraftRunner(SpeculativeDraftRunner):
     """A test draft that proposes a known continuation, corrupted on a schedule.
 
     ``continuation(history) -> the target's greedy tokens after history``. At step s it

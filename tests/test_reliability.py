@@ -589,7 +589,7 @@ def test_seeded_auto_choices_ignore_measured_time() -> None:
     from etspec.runtime.speculative.settings import auto_candidates
     from etspec.runtime.speculative.shapes import StepOutcome
 
-    meta = type("M", (), {"verify_width": 16, "verify_widths": (4, 8, 16)})()
+    meta = type("M", (), {"verify_width": 16, "verify_widths": (4, 8, 16), "dtype": "fp32"})()
     shared = AutoTree(auto_candidates(meta, True), meta.verify_widths)  # type: ignore[arg-type]
     sampler = Sampler(SamplingConfig(0.7, seed=1))
     runs = []
