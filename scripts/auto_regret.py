@@ -4,7 +4,8 @@ Reads bench JSON files (``etspec bench --trees auto,chain3,chain5,chain7,N7 --js
 reports, per run and per runtime (Python, ``cpp``): auto's mean speedup, the best fixed
 shape's, their ratio (issue 26 asks >= 0.95 on every run) and the shapes auto ran most.
 
-    python scripts/auto_regret.py docs/bench-auto-run*.json [--json OUT]
+    python scripts/auto_regret.py docs/results/bundled-humaneval-auto-vs-shapes-run*.json \
+        [--json OUT]
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ if [ "$(cat "$work/stamp" 2>/dev/null)" != "$stamp" ] ||
     ! etspec inspect "$work/draft.pte" >/dev/null 2>&1; then
     rm -f "$work/stamp"
     # The target is fp32: the bundled draft was trained against the fp32 target and the
-    # README's bundled figures are fp32. Its verify widths follow XNNPACK's fp32 GEMM tile (7
-    # rows on an AVX-512 core: a 7-row verify costs about what a decode does, an 8-row one
-    # 1.5x; scripts/cost_curve.py). The draft is int8 (8da8w): it only proposes, so its
+    # bundled figures in docs/results.md are fp32. Its verify widths follow XNNPACK's fp32
+    # GEMM tile (7 rows on an AVX-512 core: a 7-row verify costs about what a decode does,
+    # an 8-row one 1.5x; scripts/cost_curve.py). The draft is int8 (8da8w): it only proposes, so its
     # precision moves acceptance, not output, and on this pair acceptance is unchanged (TPC
     # 5.61 against 5.62, 40 HumanEval prompts) while each draft call costs 0.24 ms instead
     # of 0.39 (its 4 MB lm_head is read once per call). Its step width is 1: chains win on

@@ -2,7 +2,7 @@
 
     python scripts/quality_llama_cpp.py REFERENCE.pte MODEL.gguf [--json OUT.json]
 
-The README's recipe table sets each etspec recipe beside the file a llama.cpp user runs
+The recipe table in docs/results.md sets each etspec recipe beside the file a llama.cpp user runs
 (Gemma 3 270M's Q4_K_M). The reference (the fp32 ``.pte``) writes the same greedy
 continuations ``etspec quality`` uses; llama.cpp (``pip install llama-cpp-python``) is fed
 those token ids directly (no second tokenization) and scored position by position, as

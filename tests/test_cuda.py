@@ -2,7 +2,7 @@
 
 Skipped without CUDA. ``scripts/gpu_reference_check.sh`` runs this module on a GPU machine
 (with the bundled checkpoints and no ExecuTorch) and its recorded output is in
-docs/results/gpu-reference.txt.
+docs/results/bundled-reference-program-cuda-h200.txt.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def test_runner_streams_exactly_its_result_text(artifacts) -> None:  # type: ign
 
 def test_stream_benchmark_is_linear_and_exact(tmp_path: Path) -> None:
     """scripts/bench_stream.py on 2,048 tokens: the streamed text equals the one-shot decode
-    and the JSON carries the figures the README quotes (the 8k run is the benchmark)."""
+    and the JSON carries the figures docs/results.md quotes (the 8k run is the benchmark)."""
     from click.testing import CliRunner
 
     sys.path.insert(0, str(ROOT / "scripts"))
