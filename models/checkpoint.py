@@ -16,6 +16,14 @@ _INDEX = "model.safetensors.index.json"
 _TORCH_BIN = "pytorch_model.bin"
 
 
+def eos_token_ids(config: dict[str, Any]) -> tuple[int, ...]:
+    """``eos_token_id`` of an HF config (an int, a list or absent) as a tuple."""
+    eos = config.get("eos_token_id")
+    if isinstance(eos, list):
+        return tuple(int(e) for e in eos)
+    return () if eos is None else (int(eos),)
+
+
 def checkpoint_dir(path: str | Path) -> Path:
     p = Path(path)
     if not p.exists():

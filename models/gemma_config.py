@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from etspec.errors import UnsupportedModelError
-from etspec.models.config import eos_token_ids
+from etspec.models.checkpoint import eos_token_ids
 from etspec.models.rope import RopeConfig
 
 GEMMA_MODEL_TYPES = ("gemma3_text", "gemma4_text")

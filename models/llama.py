@@ -9,8 +9,8 @@ from torch import nn
 
 from etspec.contract import HiddenStateSpec
 from etspec.models.checkpoint import load_state_dict, read_config
-from etspec.models.config import DecoderConfig
 from etspec.models.layers import MLP, Attention, RMSNorm
+from etspec.models.llama_config import DecoderConfig
 from etspec.models.rope import rope_tables
 from etspec.models.target import TargetModel, load_weights
 

@@ -195,11 +195,11 @@ def load_weights(
 
 def _families() -> dict[str, type[TargetModel]]:
     """The one registry of target families: each family module names the ``model_type``s
-    its config reads (``config.LLAMA_MODEL_TYPES``, ``gemma_config.GEMMA_MODEL_TYPES``)."""
-    from etspec.models.config import LLAMA_MODEL_TYPES
+    its config reads (``llama_config.LLAMA_MODEL_TYPES``, ``gemma_config.GEMMA_MODEL_TYPES``)."""
     from etspec.models.gemma import GemmaTarget
     from etspec.models.gemma_config import GEMMA_MODEL_TYPES
     from etspec.models.llama import LlamaTarget
+    from etspec.models.llama_config import LLAMA_MODEL_TYPES
 
     families: dict[str, type[TargetModel]] = {t: LlamaTarget for t in LLAMA_MODEL_TYPES}
     families.update({t: GemmaTarget for t in GEMMA_MODEL_TYPES})

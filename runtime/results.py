@@ -12,8 +12,13 @@ import torch
 from etspec.errors import EtspecError
 from etspec.runtime.stats import GenerationStats
 
-#: Streaming callback: receives each batch of new token ids and the text they complete.
-TokenCallback = Callable[[list[int], str], None]
+#: Streaming callback: receives each batch of new token ids and the text they complete
+#: ("" without a tokenizer, or while a character is incomplete). Returning ``False`` (that
+#: object: ``sink.StreamingSink.emit`` tests ``is False``) stops generation after this batch,
+#: stop reason ``contract.STOP_CALLBACK``; ``None`` (a callback that returns nothing),
+#: ``True`` or anything else continues. The C++ runner's ``TokenCallback``
+#: (runtime/cpp/src/sink.h) returns a ``bool``: ``false`` stops the same way.
+TokenCallback = Callable[[list[int], str], bool | None]
 
 
 @dataclass

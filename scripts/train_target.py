@@ -29,8 +29,8 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 from train_state import autocast, load_state, save_state
 
-from etspec.models.config import DecoderConfig
 from etspec.models.llama import LlamaTarget
+from etspec.models.llama_config import DecoderConfig
 from etspec.models.training import target_forward
 
 

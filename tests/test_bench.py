@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from etspec.artifact import open_artifact
 from etspec.cli import main
 from etspec.errors import EtspecError
-from etspec.tools.bench import BASELINE, percentile, summarize
+from etspec.tools.bench_harness import BASELINE, percentile, summarize
 from etspec.tools.prompts import humaneval_prompts, jsonl_prompts
 
 
@@ -362,7 +362,7 @@ def test_cli_bench_failure_writes_a_reproducing_dump(  # type: ignore[no-untyped
 def test_failure_dump_locates_the_divergence(artifacts) -> None:  # type: ignore[no-untyped-def]
     from etspec.runtime.runner import TextLLMRunner
     from etspec.runtime.sampling import SamplingConfig
-    from etspec.tools.bench import Prompt, failure_dump
+    from etspec.tools.bench_harness import Prompt, failure_dump
 
     runner = TextLLMRunner.from_pte(artifacts.target("mistral_tied").pte)
     dump = failure_dump(
@@ -382,7 +382,7 @@ def test_failure_dump_locates_the_divergence(artifacts) -> None:  # type: ignore
 
 
 def test_shards_merge_back_in_prompt_order() -> None:
-    from etspec.tools.bench import Prompt, merge_shards, shard
+    from etspec.tools.bench_harness import Prompt, merge_shards, shard
 
     prompts = [Prompt(f"p{i}", "x") for i in range(11)]
     for world in (1, 2, 3, 5):
@@ -528,7 +528,7 @@ def test_cli_bench_runs_the_eager_reference_beside_the_pte(  # type: ignore[no-u
 
 
 def test_sweeps_name_dynamic_trees_that_fit_and_plot_by_parameter() -> None:
-    from etspec.tools.bench import sweep_trees, sweep_value
+    from etspec.tools.bench_harness import sweep_trees, sweep_value
     from etspec.tools.plot import sweep_points
 
     names = [s.name for s in sweep_trees("nodes", 16)]
@@ -552,7 +552,7 @@ def test_conversation_turns_continue_the_conversation(artifacts, tmp_path: Path)
     """MT-Bench turns: turn N is the earlier turns plus target-only's answers, one record
     per turn, in turn order after a torchrun-style merge."""
     from etspec.runtime.runner import TextLLMRunner
-    from etspec.tools.bench import TURN_SEPARATOR, Prompt, merge_shards
+    from etspec.tools.bench_harness import TURN_SEPARATOR, Prompt, merge_shards
 
     case = artifacts.target("mistral_tied")
     prompts = tmp_path / "mt.jsonl"
@@ -836,7 +836,7 @@ def test_llama_cpp_build_is_named_and_an_avx2_build_flagged_on_an_avx512_cpu(mon
 
 
 def test_repeated_4grams_measure_what_prompt_lookup_can_predict() -> None:
-    from etspec.tools.bench import repeated_share
+    from etspec.tools.bench_harness import repeated_share
 
     assert repeated_share([1, 2, 3, 4, 5], [6, 7, 8, 9]) == 0.0  # nothing seen before
     # A copy of the prompt: the 4-grams that straddle the seam are new, the rest repeat.

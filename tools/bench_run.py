@@ -21,7 +21,7 @@ from etspec.runtime.loading import RunnerSpec, load_systems
 from etspec.runtime.runner import TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
 from etspec.runtime.speculative.settings import TREE_MODES, parse_shape
-from etspec.tools.bench import (
+from etspec.tools.bench_harness import (
     BASELINE,
     BenchFailure,
     manifest,

@@ -23,7 +23,7 @@ from typing import Any
 
 from etspec.contract import STAGES
 from etspec.errors import EtspecError
-from etspec.tools.bench import BASELINE, SWEEPS, percentile, sweep_value
+from etspec.tools.bench_harness import BASELINE, SWEEPS, percentile, sweep_value
 
 PLOTS = ("speedup_vs_accept.png", "accept_pos.png", "stages.png")
 SWEEP_PLOT = "sweep.png"

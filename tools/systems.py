@@ -84,7 +84,7 @@ def outside_systems(
         out.systems.update(transformers_peers(o.hf_target, o.hf_assistant, base))
     out.systems.update(cpp_systems(o, spec, base, trees))
     if o.llama_cpp is not None:
-        from etspec.tools.bench import cpu_count
+        from etspec.tools.bench_harness import cpu_count
         from etspec.tools.peers.llama_cpp import BASELINES, llama_cpp_peers
 
         out.systems.update(llama_cpp_peers(o.llama_cpp, base, cpu_count()))

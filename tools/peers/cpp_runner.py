@@ -113,7 +113,6 @@ class CppRunner(OutsidePeer):
         return cmd
 
     @staticmethod
-    @staticmethod
     def request(ids: Sequence[int], max_new_tokens: int, sampling: SamplingConfig) -> dict:  # type: ignore[type-arg]
         """One generation's request line (contract.SERVE_FIELDS)."""
         f = SERVE_FIELDS

@@ -27,7 +27,7 @@ from etspec.logs import quiet
 from etspec.runtime.runner import GenerationResult, TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
 from etspec.runtime.stats import GenerationStats
-from etspec.tools.bench import cpu_count as cores
+from etspec.tools.bench_harness import cpu_count as cores
 from etspec.tools.peers.base import OutsidePeer
 
 TARGET_ONLY = "llama.cpp target-only"

@@ -1,4 +1,5 @@
-"""Decoder configuration read from a Hugging Face ``config.json``.
+"""The Llama family's decoder configuration, read from a Hugging Face ``config.json``
+(Gemma's is ``gemma_config.py``).
 
 One dataclass covers the Llama family (Llama 2/3, Mistral, Qwen2/2.5): the differences are
 attention biases, RoPE scaling, tied embeddings and an optional sliding window.
@@ -10,18 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from etspec.errors import UnsupportedModelError
+from etspec.models.checkpoint import eos_token_ids
 from etspec.models.rope import RopeConfig
 
 # The model_types this config reads (models/target.py registers them with LlamaTarget).
 LLAMA_MODEL_TYPES = ("llama", "mistral", "qwen2")
-
-
-def eos_token_ids(config: dict[str, Any]) -> tuple[int, ...]:
-    """``eos_token_id`` of an HF config (an int, a list or absent) as a tuple."""
-    eos = config.get("eos_token_id")
-    if isinstance(eos, list):
-        return tuple(int(e) for e in eos)
-    return () if eos is None else (int(eos),)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,9 @@ generation per system is excluded. Greedy outputs of every system are compared w
 target-only system's, token for token (a benchmark that changes the output measures
 nothing). Results are per-prompt records plus summaries; ``summarize`` is pure so tests can
 check the metrics on synthetic records.
+
+This is the machinery; ``bench_run.py`` is one ``etspec bench`` run over it (a
+``BenchRequest``: which systems and prompts, loading them, sharding, what is written).
 """
 
 from __future__ import annotations
