@@ -33,10 +33,11 @@ from etspec.models.checkpoint import (
     read_tokenizer_json,
 )
 from etspec.models.eagle3 import Eagle3Draft
+from etspec.models.families import check_target_config, target_class, target_family
 from etspec.models.gemma4_assistant import Gemma4Assistant, assistant_hidden_spec
 from etspec.models.methods import Methods, draft_methods, target_methods
 from etspec.models.quantize import quantize
-from etspec.models.target import TargetModel, check_target_config, target_class, target_family
+from etspec.models.target import TargetModel
 
 # The shortest context an export compiles: its masks' dynamic widths need a range of at
 # least two committed columns (models/methods.py), and no prompt fits in fewer anyway.

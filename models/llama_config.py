@@ -14,7 +14,7 @@ from etspec.errors import UnsupportedModelError
 from etspec.models.checkpoint import eos_token_ids
 from etspec.models.rope import RopeConfig
 
-# The model_types this config reads (models/target.py registers them with LlamaTarget).
+# The model_types this config reads (models/families.py registers them with LlamaTarget).
 LLAMA_MODEL_TYPES = ("llama", "mistral", "qwen2")
 
 

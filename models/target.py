@@ -1,9 +1,10 @@
-"""What every exportable target model provides, and the family registry that builds one.
+"""What every exportable target model provides.
 
 A target is a decoder over static KV caches whose ``body`` takes every piece of step state
 explicitly (tokens, RoPE positions, cache slots, additive mask over all slots); the method
 wrappers in ``methods.py`` are written against this base only, so a new family is a new
-subclass plus one line in ``_families()``.
+subclass plus one line in ``families.py``'s registry (which imports the families; this
+module imports none of them).
 """
 
 from __future__ import annotations
@@ -22,10 +23,9 @@ from etspec.contract import (
     TargetMetadata,
     default_eagle3_layers,
 )
-from etspec.errors import CheckpointError, UnsupportedModelError
-from etspec.models.checkpoint import read_config
+from etspec.errors import CheckpointError
 from etspec.models.layers import kv_cache_bytes
-from etspec.models.validation import TARGET_REQUIRED, check_required, check_shape
+from etspec.models.validation import check_shape
 
 
 class TargetModel(nn.Module):
@@ -191,57 +191,3 @@ def load_weights(
             if name in renamed:
                 check_shape(name, renamed[name].shape, tensor.shape, path)
                 tensor.copy_(renamed[name].to(tensor.dtype))
-
-
-def _families() -> dict[str, type[TargetModel]]:
-    """The one registry of target families: each family module names the ``model_type``s
-    its config reads (``llama_config.LLAMA_MODEL_TYPES``, ``gemma_config.GEMMA_MODEL_TYPES``)."""
-    from etspec.models.gemma import GemmaTarget
-    from etspec.models.gemma_config import GEMMA_MODEL_TYPES
-    from etspec.models.llama import LlamaTarget
-    from etspec.models.llama_config import LLAMA_MODEL_TYPES
-
-    families: dict[str, type[TargetModel]] = {t: LlamaTarget for t in LLAMA_MODEL_TYPES}
-    families.update({t: GemmaTarget for t in GEMMA_MODEL_TYPES})
-    return families
-
-
-def target_class(config: dict[str, Any]) -> type[TargetModel]:
-    """The model class of a checkpoint's ``model_type``; a one-line error naming the
-    supported ones."""
-    model_type = config.get("model_type")
-    from etspec.models.gemma_config import MULTIMODAL_MODEL_TYPES
-
-    families = _families()
-    # The multimodal wrappers resolve to the Gemma loader, which refuses them with the fix.
-    cls = families.get(MULTIMODAL_MODEL_TYPES.get(model_type, model_type))  # type: ignore[arg-type]
-    if cls is None:
-        raise UnsupportedModelError(
-            f"model_type {model_type!r} is not supported; supported: {', '.join(families)}"
-        )
-    return cls
-
-
-def check_target_config(config: dict[str, Any], path: Path) -> None:
-    """Refuse a target config of an unsupported ``model_type`` or without a key every
-    target needs (``validation.TARGET_REQUIRED``), before anything reads it."""
-    from etspec.models.gemma_config import MULTIMODAL_MODEL_TYPES
-
-    target_class(config)
-    if config.get("model_type") not in MULTIMODAL_MODEL_TYPES:  # refused with their own fix
-        check_required(config, path, TARGET_REQUIRED)
-
-
-def target_family(config: dict[str, Any]) -> Callable[..., TargetModel]:
-    """The loader of a checkpoint's ``model_type`` (``target_class(config).from_checkpoint``)."""
-    return target_class(config).from_checkpoint  # type: ignore[attr-defined,no-any-return]
-
-
-def load_target(
-    path: str | Path,
-    max_context: int,
-    scratch: int,
-    hidden_spec: HiddenStateSpec | None = None,
-) -> TargetModel:
-    """The target model of the local HF checkpoint ``path``, by its ``model_type``."""
-    return target_family(read_config(path))(path, max_context, scratch, hidden_spec)

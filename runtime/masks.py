@@ -5,6 +5,11 @@ its first ``n`` columns are committed slots ``[0, n)`` and its last ``scratch`` 
 scratch slots, with ``n`` the committed length a call needs rounded up to
 ``contract.MASK_GRANULE``. A call therefore costs what its actual context costs. A target
 with sliding layers also takes their band (``band``): the slots those layers attend.
+
+The layout is the contract's (``etspec.contract``: ``MASK_MIN``, ``mask_width``,
+``band_start``), not a model's: the runtime builds the masks an artifact's methods take
+without importing a model definition (``models/layers`` builds the same ones for export
+and training; tests/test_properties.py checks that the two agree).
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ import numpy as np
 import torch
 
 from etspec.contract import MASK_MIN, TargetMetadata, band_start, mask_width
-from etspec.models.layers import causal_mask, column_slots
 
 
 class MaskLayout:
@@ -72,12 +76,15 @@ class MaskLayout:
     def causal(self, positions: torch.Tensor) -> torch.Tensor:
         """Causal mask of rows at ``positions`` (slot == position), as narrow as they allow."""
         width = self.width(int(positions.max()) + 1)
-        return causal_mask(positions, self.columns(width), MASK_MIN)
+        visible = self.columns(width)[None, :] <= positions[:, None]
+        return torch.where(visible, torch.zeros((), dtype=torch.float32), torch.full((), MASK_MIN))
 
 
 @lru_cache(maxsize=32)
 def _columns(width: int, max_context: int, cache_size: int) -> torch.Tensor:
-    return column_slots(width, max_context, cache_size)
+    """Committed slots ``[0, n)``, then every scratch slot (``n = width - scratch``)."""
+    n = width - (cache_size - max_context)
+    return torch.cat((torch.arange(n), torch.arange(max_context, cache_size)))
 
 
 @lru_cache(maxsize=64)

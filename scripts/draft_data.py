@@ -321,7 +321,7 @@ def shard_order(n_shards: int, generated: np.ndarray) -> list[int]:
 def features(target: Path, out: Path, batch: int, limit: int | None) -> None:
     """Tapped hidden states and top-k log-probabilities of every window (DATA/shards/).
     ``features.json`` lists the complete shards; the trainer reads those."""
-    from etspec.models.target import load_target
+    from etspec.models.families import load_target
     from etspec.models.training import target_forward
 
     windows, lengths, generated = _windows(out)

@@ -37,7 +37,8 @@ from train_state import autocast, bf16_matmuls, load_state, save_state
 from etspec.contract import default_eagle3_layers
 from etspec.models.checkpoint import read_config
 from etspec.models.eagle3 import Eagle3Config, Eagle3Draft
-from etspec.models.target import TargetModel, load_target
+from etspec.models.families import load_target
+from etspec.models.target import TargetModel
 from etspec.models.training import draft_ttt_forward, target_forward
 
 STEP_DECAY = 0.8

@@ -1,4 +1,5 @@
-"""The house's rules, checked on the code: what a deployment runs imports no tooling, a new
+"""The house's rules, checked on the code: what a deployment runs imports no tooling and no
+model definitions, no two modules import each other (directly or around a circle), a new
 draft method is one file plus one registry line, and files stay a readable size."""
 
 from __future__ import annotations
@@ -46,6 +47,163 @@ def test_the_runtime_imports_no_tooling_and_no_cli() -> None:
         for f in files
     }
     assert {f: m for f, m in bad.items() if m} == {}
+
+
+# Import name -> folder for the whole package (setup.py's ROOTS).
+ROOTS = {
+    "etspec": "etspec",
+    "etspec.models": "models",
+    "etspec.export": "export",
+    "etspec.runtime": "runtime",
+    "etspec.tools": "tools",
+}
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the package by its dotted name; a package is its ``__init__.py``."""
+    found = {}
+    for name, folder in ROOTS.items():
+        for f in (ROOT / folder).rglob("*.py"):
+            parts = f.relative_to(ROOT / folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join((name, *parts))] = f
+    return found
+
+
+def _edges(name: str, path: Path, modules: dict[str, Path]) -> dict[str, int]:
+    """The package's modules that one module imports, each with its first line: any import
+    at any depth (inside functions and under ``if TYPE_CHECKING:`` too, since a lazy import
+    is a dependency all the same), relative ones resolved, ``from etspec.a import b`` an edge
+    to ``etspec.a.b`` where that is a module and to ``etspec.a`` otherwise."""
+    is_package = path.name == "__init__.py"
+    out: dict[str, int] = {}
+
+    def add(target: str, line: int) -> None:
+        while target not in modules and "." in target:  # `import etspec.a.b` of a name
+            target = target.rsplit(".", 1)[0]
+        if target in modules and target != name:
+            out.setdefault(target, line)
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "etspec" or a.name.startswith("etspec."):
+                    add(a.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name if is_package else name.rsplit(".", 1)[0]
+                up = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{up}.{base}" if base else up
+            if base != "etspec" and not base.startswith("etspec."):
+                continue
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                add(sub if sub in modules else base, node.lineno)
+    return out
+
+
+def _import_graph() -> dict[str, dict[str, int]]:
+    """Module -> {imported module: line of the first such import}, over the package."""
+    modules = _modules()
+    return {name: _edges(name, path, modules) for name, path in sorted(modules.items())}
+
+
+def _circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_the_import_graph_is_walked(tmp_path: Path) -> None:
+    """The walk sees the package and every kind of import (lazy, under ``TYPE_CHECKING``,
+    relative, a submodule named by ``from``), and Tarjan finds a circle."""
+    graph = _import_graph()
+    assert len(graph) > 60 and "etspec.runtime.speculative.tree" in graph
+    assert "etspec.contract" in graph["etspec.runtime.program"]
+    f = tmp_path / "m.py"
+    f.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "import torch\n"
+        "from . import b\n"
+        "from .b import x\n"
+        "from .. import contract\n"
+        "if TYPE_CHECKING:\n    from etspec.pkg.c import Y\n"
+        "def f():\n    import etspec.pkg.d\n"
+        "from etspec.pkg import name_in_init\n"
+    )
+    names = ("etspec.contract", "etspec.pkg", "etspec.pkg.m", "etspec.pkg.b", "etspec.pkg.c")
+    modules = dict.fromkeys((*names, "etspec.pkg.d"), f)
+    assert _edges("etspec.pkg.m", f, modules) == {
+        "etspec.pkg.b": 3,
+        "etspec.contract": 5,
+        "etspec.pkg.c": 7,
+        "etspec.pkg.d": 9,
+        "etspec.pkg": 10,
+    }
+    assert _circles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}) == [
+        ["a", "b", "c"]
+    ]
+
+
+def test_no_import_circles() -> None:
+    """No module imports itself around a circle, not even lazily: a circle makes import
+    order matter, hides which layer depends on which, and is what a lazy import papers
+    over. The message lists each circle's modules and the imports (file:line) inside it."""
+    modules = _modules()
+    graph = _import_graph()
+    report = []
+    for circle in _circles(graph):
+        report.append("circle: " + ", ".join(circle))
+        report += [
+            f"  {a} -> {b} ({modules[a].relative_to(ROOT)}:{line})"
+            for a in circle
+            for b, line in sorted(graph[a].items())
+            if b in circle
+        ]
+    assert report == [], "\n".join(report)
+
+
+def test_the_runtime_imports_no_model_definitions() -> None:
+    """A deployment runs an artifact, not a model: what the runtime needs from a model (mask
+    values, shapes) is in the contract or the artifact's metadata, not in ``etspec.models``."""
+    graph = _import_graph()
+    bad = {
+        m: sorted(t for t in targets if t == "etspec.models" or t.startswith("etspec.models."))
+        for m, targets in graph.items()
+        if m.startswith("etspec.runtime")
+    }
+    assert {m: t for m, t in bad.items() if t} == {}
 
 
 def test_files_stay_readable() -> None:

@@ -275,6 +275,24 @@ def test_causal_rows_is_the_causal_mask_of_those_positions(
     assert torch.equal(layout.causal_rows(start, rows), want)
 
 
+@given(st.integers(1, 600), st.integers(0, 64), st.lists(st.integers(0, 663), min_size=1))
+def test_the_runtime_builds_the_masks_the_model_reads(
+    max_context: int, scratch: int, positions: list[int]
+) -> None:
+    """The runtime's masks (``MaskLayout``, built from the contract alone) are the ones
+    ``models/layers`` builds for export and training: the same column slots, the same
+    causal mask."""
+    from etspec.models.layers import causal_mask, column_slots
+
+    assume(max(positions) < max_context + scratch)
+    layout = MaskLayout(max_context, max_context + scratch)
+    rows = torch.tensor(positions)
+    width = layout.width(max(positions) + 1)
+    columns = column_slots(width, max_context, max_context + scratch)
+    assert torch.equal(layout.columns(width), columns)
+    assert torch.equal(layout.causal(rows), causal_mask(rows, columns, MASK_MIN))
+
+
 @SETTINGS
 @given(
     st.lists(
