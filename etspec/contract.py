@@ -236,6 +236,9 @@ MESSAGES = {
     "repetition_penalty": "repetition penalty must be a finite number > 0 (1 disables it), "
     "got {value}",
     "knob_needs_mode": "{option} shapes --tree {mode} only; add --tree {mode} or drop {option}",
+    "option_needs_method": "{option} applies to --draft-method {owner}; add --draft-method "
+    "{owner} or drop {option}",
+    "setting_minimum": "{option} must be at least {minimum}, got {value}",
     "no_command": "no command given; one of {commands} (see `{path} --help`)",
     # Tree shapes and what the programs can hold of them.
     "chain_length": "--num-spec-tokens (chain length) must be at least 1, got {value}",
@@ -381,15 +384,6 @@ TOP_P_BISECTIONS = 16
 # A token whose (logit - max) / temperature is below this has no mass: its exp leaves
 # float32's normal range (the samplers keep the tokens above it only).
 EXP_UNDERFLOW = -87.0
-# Tree options and the one --tree mode each shapes: given with no such mode to run, they
-# would be ignored without a word, so both CLIs refuse them (``knob_needs_mode``).
-TREE_KNOB_MODES = (
-    ("--static-tree", "static"),
-    ("--depth", "dynamic"),
-    ("--num-steps", "dynamic"),
-    ("--draft-topk", "dynamic"),
-    ("--total-tokens", "dynamic"),
-)
 # ``--tree dynamic`` without --draft-topk: candidates kept per expanded node.
 DEFAULT_DYNAMIC_TOPK = 4
 # ``--tree auto`` (the dispatcher, runtime/speculative/dispatcher.py and its C++ twin):
@@ -437,6 +431,137 @@ XNNPACK_BACKEND = "XnnpackBackend"
 XNNPACK_WEIGHT_CACHE = "weight_cache_enabled"
 WEIGHT_CACHE_ENV = "ETSPEC_XNNPACK_WEIGHT_CACHE"
 
+# The ``--tree`` modes (runtime/speculative/settings.py builds each one's policy).
+TREE_MODES = ("chain", "static", "dynamic", "auto")
+# ``--draft-method`` without one.
+DEFAULT_DRAFT_METHOD = EAGLE3
+
+
+@dataclass(frozen=True)
+class RunSetting:
+    """One option of a run: what ``etspec generate``/``validate``/``bench`` and the C++
+    runner take, declared once. ``RUN_SETTINGS`` generates the click options
+    (etspec/cli/runner_options.py), the C++ runner's flag table (the generated header), the
+    checks of ``runtime/spec.py``'s ``RunnerSpec`` and ``TreeSettings`` and the flags the
+    Python bench passes to the C++ runner."""
+
+    flag: str
+    #: Where the value lives: ``tree.<field>`` (TreeSettings), ``spec.<field>``
+    #: (RunnerSpec), ``method.<name>`` (``RunnerSpec.options``: a draft method's own, read
+    #: by the methods that own it) or ``sampling.<field>`` (SamplingConfig).
+    field: str
+    #: int, float, text, choice (of ``choices``), method (a registered draft method),
+    #: flag (no value; sets the field to ``flag_value``) or seed (0 .. SEED_MAX).
+    kind: str
+    help: str
+    default: Any = None  # None: unset; the owner's default applies (the help says which)
+    minimum: int | None = None  # int kinds: refused below this (``setting_minimum``)
+    choices: tuple[str, ...] = ()
+    #: The ``--tree`` modes it shapes; empty: every mode. Refused with another
+    #: (``knob_needs_mode``): it would be ignored without a word.
+    tree_modes: tuple[str, ...] = ()
+    #: The draft methods that read it; empty: every method (``option_needs_method``).
+    draft_methods: tuple[str, ...] = ()
+    flag_value: Any = None
+
+    @property
+    def group(self) -> str:
+        return self.field.split(".")[0]
+
+    @property
+    def name(self) -> str:
+        """The field's name in its settings object."""
+        return self.field.split(".")[1]
+
+    @property
+    def dest(self) -> str:
+        """The click parameter name (the flag in snake case)."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+RUN_SETTINGS = (
+    RunSetting(
+        "--draft-method", "spec.draft_method", "method", "How to draft.",
+        default=DEFAULT_DRAFT_METHOD,
+    ),
+    RunSetting(
+        "--min-ngram", "method.min_ngram", "int",
+        "Prompt lookup: shortest n-gram matched [default: 1].",
+        minimum=1, draft_methods=(PROMPT_LOOKUP_METHOD, COMBINED_METHOD),
+    ),
+    RunSetting(
+        "--max-ngram", "method.max_ngram", "int",
+        f"Prompt lookup: longest n-gram matched [default: {DEFAULT_MAX_NGRAM}, or "
+        "--min-ngram if larger].",
+        minimum=1, draft_methods=(PROMPT_LOOKUP_METHOD, COMBINED_METHOD),
+    ),
+    RunSetting(
+        "--draft-window", "method.draft_window", "int",
+        "The EAGLE-3 draft attends to its last N positions only (an ablation, EAGLE-Pangu "
+        "Table 3) [default: all].",
+        minimum=1, draft_methods=(EAGLE3, COMBINED_METHOD),
+    ),
+    RunSetting(
+        "--tree", "tree.mode", "choice",
+        "Proposal shape; auto picks one from measured costs and acceptance.",
+        default="auto", choices=TREE_MODES,
+    ),
+    RunSetting(
+        "--num-spec-tokens", "tree.num_spec_tokens", "int",
+        "Chain length (draft tokens per step).",
+        default=DEFAULT_CHAIN_LENGTH, minimum=1,
+    ),
+    RunSetting(
+        "--static-tree", "tree.static_tree", "text",
+        "Static tree: D3xBF2 (full), N8 (pruned to 8 nodes) or JSON rank paths [default: the "
+        f"pruned tree filling the widest verify, at most {STATIC_TREE_MAX_NODES} nodes].",
+        tree_modes=("static",),
+    ),
+    RunSetting(
+        "--depth", "tree.depth", "int",
+        "Dynamic tree expansion passes (EAGLE's depth; trees are depth+1 deep) [default: "
+        "from the verify width].",
+        minimum=0, tree_modes=("dynamic",),
+    ),
+    RunSetting(
+        "--num-steps", "tree.num_steps", "int",
+        "Dynamic tree height (SGLang's num_steps; same as --depth N-1).",
+        minimum=1, tree_modes=("dynamic",),
+    ),
+    RunSetting(
+        "--draft-topk", "tree.topk", "int",
+        "Dynamic tree: draft candidates kept per expanded node (EAGLE top-k; not sampling's "
+        f"--top-k) [default: {DEFAULT_DYNAMIC_TOPK}].",
+        minimum=1, tree_modes=("dynamic",),
+    ),
+    RunSetting(
+        "--total-tokens", "tree.total_tokens", "int",
+        "Dynamic tree size incl. the root (EAGLE total_token, SGLang num_draft_tokens) "
+        "[default: the widest verify].",
+        minimum=2, tree_modes=("dynamic",),
+    ),
+    RunSetting(
+        "--kv", "spec.kv_strategy", "choice", "How verify's rejected rows leave the KV cache.",
+        default=DEFAULT_KV_STRATEGY, choices=KV_STRATEGIES,
+    ),
+    RunSetting(
+        "--no-weight-cache", "spec.weight_cache", "flag",
+        "Let XNNPACK pack weights per method instead of once (more memory; the cache is on "
+        f"by default, {WEIGHT_CACHE_ENV}=0 turns it off too).",
+        flag_value=False,
+    ),
+    RunSetting("--temperature", "sampling.temperature", "float", "0 is greedy.", default=0.0),
+    RunSetting("--top-k", "sampling.top_k", "int", "0 disables.", default=0),
+    RunSetting("--top-p", "sampling.top_p", "float", "1 disables.", default=1.0),
+    RunSetting("--seed", "sampling.seed", "seed", "Sampling seed [default: random]."),
+)  # fmt: skip
+
+
+def run_setting(flag: str) -> RunSetting:
+    """The ``RUN_SETTINGS`` entry of ``flag`` (our name, not an alias)."""
+    return next(s for s in RUN_SETTINGS if s.flag == flag)
+
+
 # Names users bring from other runtimes, accepted beside ours (ours stay the documented
 # ones): our option -> (alias, where the name comes from). `etspec` (export, generate,
 # validate, bench), the C++ runner (through the generated header) and the README's table
@@ -448,8 +573,8 @@ OPTION_ALIASES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "--draft-topk": (
         ("--speculative-eagle-topk", "SGLang `--speculative-eagle-topk`"),
-        ("--topk", "etspec's earlier name (it sat beside sampling's `--top-k`)"),
-        ("--top-k-draft", "etspec's earlier name"),
+        ("--topk", "etspec, short form (not sampling's `--top-k`)"),
+        ("--top-k-draft", "etspec, long form"),
     ),
     "--num-steps": (("--speculative-num-steps", "SGLang `--speculative-num-steps`"),),
     "--total-tokens": (
@@ -817,9 +942,31 @@ def cpp_header() -> str:
         + ", ".join(repr(a) for a in DEFAULT_RANK_ACCEPT)
         + "};",
         _CPP_FUNCTIONS.strip(),
-        "// tree option -> the --tree mode it shapes (TREE_KNOB_MODES).",
-        "inline constexpr std::pair<const char*, const char*> kTreeKnobModes[] = {",
-        *(f"    {{{q(o)}, {q(m)}}}," for o, m in TREE_KNOB_MODES),
+        f"inline constexpr const char* kTreeModes[] = {strings(TREE_MODES)};",
+        f"inline constexpr const char* kDefaultDraftMethod = {q(DEFAULT_DRAFT_METHOD)};",
+        "// RUN_SETTINGS: flag, field, kind, default (text; empty: unset), minimum (if",
+        "// has_minimum), choices, tree modes and draft methods owning it (comma-separated;",
+        "// empty: all).",
+        "struct RunSetting {",
+        "  const char* flag;",
+        "  const char* field;",
+        "  const char* kind;",
+        "  const char* default_value;",
+        "  bool has_minimum;",
+        "  long minimum;",
+        "  const char* choices;",
+        "  const char* tree_modes;",
+        "  const char* draft_methods;",
+        "};",
+        "inline constexpr RunSetting kRunSettings[] = {",
+        *(
+            f"    {{{q(r.flag)}, {q(r.field)}, {q(r.kind)}, "
+            f"{q('' if r.default is None else str(r.default))}, "
+            f"{'true' if r.minimum is not None else 'false'}, {r.minimum or 0}, "
+            f"{q(','.join(r.choices))}, {q(','.join(r.tree_modes))}, "
+            f"{q(','.join(r.draft_methods))}}},"
+            for r in RUN_SETTINGS
+        ),
         "};",
         "// alias -> our option name (OPTION_ALIASES).",
         "inline constexpr std::pair<const char*, const char*> kOptionAliases[] = {",

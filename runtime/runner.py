@@ -1,7 +1,8 @@
 """TextLLMRunner: tokenizer, prefill, stop handling, callbacks, stats and lifecycle.
 
 Token generation after the first token is delegated to a ``TokenGenerator``; the runner is
-the same object whether it decodes with the target alone or speculatively.
+the same object whether it decodes with the target alone or speculatively. ``load_runners``
+makes them from a ``RunnerSpec``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from etspec.contract import (
 )
 from etspec.errors import EtspecError
 from etspec.runtime.generator import GenerationContext, TextTokenGenerator, TokenGenerator
+from etspec.runtime.loading import load_programs, method_of, speculates
 from etspec.runtime.prefill import prefill_target
 from etspec.runtime.program import Program
 from etspec.runtime.prompt import is_count, prompt_ids
@@ -39,6 +41,10 @@ from etspec.runtime.results import (
 )
 from etspec.runtime.sampling import LogitsProcessor, Sampler, SamplingConfig
 from etspec.runtime.sink import StreamingSink, with_text_callback
+from etspec.runtime.spec import RunnerSpec, TreeSettings
+from etspec.runtime.speculative.generator import SpeculativeTokenGenerator
+from etspec.runtime.speculative.settings import tree_policy
+from etspec.runtime.speculative.shapes import TreePolicy
 from etspec.runtime.stats import GenerationStats, peak_rss_bytes
 from etspec.runtime.tokenizer import StreamDecoder, Tokenizer
 
@@ -88,9 +94,6 @@ class TextLLMRunner:
         is accepted too), ``static``, ``dynamic`` or ``auto`` (the budget dispatcher);
         ``RunnerSpec``/``TreeSettings`` take every option.
         """
-        from etspec.runtime.loading import RunnerSpec, load_runners
-        from etspec.runtime.speculative.settings import TreeSettings
-
         if num_speculative_tokens is not None:
             num_spec_tokens = num_speculative_tokens
         for name, path in (("target", target), ("draft", draft)):
@@ -366,3 +369,27 @@ class TextLLMRunner:
         mem.update(self.generator.memory())
         mem["peak_rss_bytes"] = peak_rss_bytes()
         return mem
+
+
+def load_runners(spec: RunnerSpec) -> tuple[TextLLMRunner, TextLLMRunner | None]:
+    """(target-only runner, speculative runner or None); both share one target program."""
+    target, draft = load_programs(spec)
+    base = TextLLMRunner(target)
+    if not speculates(spec):
+        return base, None
+    return base, speculative_runner(spec, base, draft, spec.tree)
+
+
+def speculative_runner(
+    spec: RunnerSpec,
+    base: TextLLMRunner,
+    draft: Program | None,
+    tree: TreeSettings | TreePolicy,
+) -> TextLLMRunner:
+    """A speculative runner over ``base``'s target program (loaded once, shared)."""
+    meta = base.meta
+    target = base.target
+    runner = method_of(spec).runner(spec, target, draft)
+    policy = tree_policy(tree, meta, runner.branching) if isinstance(tree, TreeSettings) else tree
+    gen = SpeculativeTokenGenerator(runner, meta, policy, spec.kv_strategy)
+    return TextLLMRunner(target, gen, base.tokenizer)

@@ -106,7 +106,8 @@ def main(
         )
     import torch
 
-    from etspec.runtime.loading import RunnerSpec, load_runners
+    from etspec.runtime.runner import load_runners
+    from etspec.runtime.spec import RunnerSpec
 
     torch.set_num_threads(threads)
     systems: dict[str, Any] = {}

@@ -21,8 +21,9 @@ from pathlib import Path
 import click
 import torch
 
-from etspec.runtime.loading import RunnerSpec, load_runners
+from etspec.runtime.runner import load_runners
 from etspec.runtime.sampling import Sampler, SamplingConfig
+from etspec.runtime.spec import RunnerSpec
 
 PROMPTS = [
     "The history of the printing press begins",

@@ -29,8 +29,8 @@ CACHE = ROOT / ".etspec-cache"
 
 
 def _measure(target: Path, draft: Path, prompts: int, budget: int, cache: bool) -> dict[str, Any]:
-    from etspec.runtime.loading import RunnerSpec, load_runners
-    from etspec.runtime.speculative.settings import TreeSettings
+    from etspec.runtime.runner import load_runners
+    from etspec.runtime.spec import RunnerSpec, TreeSettings
     from etspec.tools.prompts import humaneval_prompts
 
     texts = [p.text for p in humaneval_prompts()[:prompts]]

@@ -32,10 +32,11 @@ from typing import Any
 import click
 
 from etspec.contract import DRAFT_PREFILL, TARGET_COMMIT, TARGET_PREFILL
-from etspec.runtime.loading import RunnerSpec, load_systems
 from etspec.runtime.program import Program
-from etspec.runtime.speculative.settings import TreeSettings, parse_shape
+from etspec.runtime.spec import RunnerSpec, TreeSettings
+from etspec.runtime.speculative.settings import parse_shape
 from etspec.tools.prompts import load_prompts
+from etspec.tools.systems import load_systems
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".etspec-cache"

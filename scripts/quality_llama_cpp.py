@@ -40,7 +40,8 @@ def _scores(llm: Any, ids: list[int], start: int) -> tuple[list[int], list[float
 def main(reference: Path, gguf: Path, threads: int, new_tokens: int, json_out: Path | None) -> None:
     from llama_cpp import Llama
 
-    from etspec.runtime.loading import RunnerSpec, load_runners
+    from etspec.runtime.runner import load_runners
+    from etspec.runtime.spec import RunnerSpec
     from etspec.tools import quality
 
     ref = load_runners(RunnerSpec(reference))[0]

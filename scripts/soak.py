@@ -24,10 +24,10 @@ from typing import Any
 import click
 from tqdm import tqdm
 
-from etspec.runtime.loading import RunnerSpec, load_programs, speculative_runner
-from etspec.runtime.runner import GenerationResult, TextLLMRunner
+from etspec.runtime.loading import load_programs
+from etspec.runtime.runner import GenerationResult, TextLLMRunner, speculative_runner
 from etspec.runtime.sampling import SamplingConfig
-from etspec.runtime.speculative.settings import TreeSettings
+from etspec.runtime.spec import RunnerSpec, TreeSettings
 from etspec.runtime.stats import current_rss_bytes, peak_rss_bytes
 from etspec.tools.prompts import load_prompts
 

@@ -175,7 +175,7 @@ class ScriptedDraftRunner(SpeculativeDraftRunner):
         return None
 
     def propose(self, shape, max_height, sampler):  # type: ignore[no-untyped-def]
-        from etspec.runtime.speculative.draft_runner import Proposal
+        from etspec.runtime.speculative.step import Proposal
 
         max_tokens = min(shape.cost.max_nodes, max_height)
         tokens = list(self.continuation(self.history)[:max_tokens])

@@ -94,7 +94,7 @@ def test_vllm_ngram_names_for_prompt_lookup(artifacts) -> None:  # type: ignore[
     assert ours["token_ids"] == theirs["token_ids"]
     assert ours["stats"]["verify_calls"] == theirs["stats"]["verify_calls"]
     res = CliRunner().invoke(main, ["generate", *base, "--prompt-lookup-max", "2"])
-    assert res.exit_code == 1 and "add --draft-method prompt-lookup" in res.output
+    assert res.exit_code == 2 and "add --draft-method prompt-lookup" in res.output
 
 
 def test_export_takes_executorch_and_llama_cpp_context_names(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -615,8 +615,9 @@ def test_transformers_peers_run_beside_the_pte(artifacts, tmp_path: Path) -> Non
 
 
 def test_draft_windows_name_systems_and_need_a_draft(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from etspec.runtime.loading import RunnerSpec, load_systems
+    from etspec.runtime.spec import RunnerSpec
     from etspec.runtime.speculative.settings import parse_shape
+    from etspec.tools.systems import load_systems
 
     pair = artifacts.draft()
     spec = RunnerSpec(pair.target.pte, pair.pte)
@@ -661,7 +662,8 @@ def test_window_plot_rows_follow_table_3() -> None:
 
 
 def test_builtin_prompt_sets_are_fixed_and_the_long_one_is_long(artifacts) -> None:  # type: ignore[no-untyped-def]
-    from etspec.runtime.loading import RunnerSpec, load_runners
+    from etspec.runtime.runner import load_runners
+    from etspec.runtime.spec import RunnerSpec
     from etspec.tools.prompts import load_prompts
 
     copy, open_ = load_prompts("copy"), load_prompts("open", 2)
@@ -712,8 +714,9 @@ class _ScriptedLlama:
 
 
 def test_llama_cpp_peer_stops_like_etspec_and_resets_per_request(artifacts) -> None:  # type: ignore[no-untyped-def]
-    from etspec.runtime.loading import RunnerSpec, load_runners
+    from etspec.runtime.runner import load_runners
     from etspec.runtime.sampling import SamplingConfig
+    from etspec.runtime.spec import RunnerSpec
     from etspec.tools.peers.llama_cpp import LlamaCppPeer
 
     base, _ = load_runners(RunnerSpec(artifacts.target("mistral_tied").pte))

@@ -16,10 +16,11 @@ from etspec.contract import LOOKUP_LABEL, message
 from etspec.runtime.sampling import Sampler, SamplingConfig
 from etspec.runtime.speculative.combined import CombinedDraftRunner, lookup_tokens
 from etspec.runtime.speculative.dispatcher import AutoTree, DepthAcceptance
-from etspec.runtime.speculative.draft_runner import Acceptance, Proposal, SpeculativeDraftRunner
+from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner
-from etspec.runtime.speculative.shapes import ChainShape, StepOutcome, TreeShape
+from etspec.runtime.speculative.shapes import ChainShape, TreeShape
+from etspec.runtime.speculative.step import Acceptance, Proposal, StepOutcome
 
 GREEDY = Sampler(SamplingConfig())
 CHAIN = ChainShape(3)

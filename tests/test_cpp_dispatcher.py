@@ -12,10 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from etspec.runtime.speculative.costs import StepCosts
 from etspec.runtime.speculative.dispatcher import AutoTree
 from etspec.runtime.speculative.settings import auto_candidates
-from etspec.runtime.speculative.shapes import StepOutcome
+from etspec.runtime.speculative.step import StepCosts, StepOutcome
 
 
 def _python(req: dict) -> dict:  # type: ignore[type-arg]
@@ -33,7 +32,7 @@ def _python(req: dict) -> dict:  # type: ignore[type-arg]
     for depth, noise, offer in zip(req["depths"], req["noise"], offers, strict=True):
         shape = policy.choose()
         height = min(offer, shape.cost.max_height)
-        seconds = costs.predict(shape, meta.verify_widths) * (1 + noise)
+        seconds = costs.predict(shape.cost, meta.verify_widths) * (1 + noise)
         policy.observe(
             shape, StepOutcome(height, min(depth, height), seconds, shape.cost.max_height)
         )

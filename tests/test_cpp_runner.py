@@ -23,8 +23,8 @@ from test_sampling import (  # noqa: F401 (exact_marginals is a fixture)
 
 from etspec.contract import LOOKUP_LABEL
 from etspec.errors import EtspecError
-from etspec.runtime.loading import RunnerSpec, load_runners
-from etspec.runtime.speculative.settings import TreeSettings
+from etspec.runtime.runner import load_runners
+from etspec.runtime.spec import RunnerSpec, TreeSettings
 
 
 def _run(binary: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -54,7 +54,7 @@ def _python(  # type: ignore[no-untyped-def]
         draft_method,
         tree=TreeSettings(tree, 3),
         kv_strategy=kv,
-        draft_window=draft_window,
+        options={} if draft_window is None else {"draft_window": draft_window},
     )
     base, spec_runner = load_runners(spec)
     return (spec_runner or base).generate(prompt, budget, ignore_eos=True)
@@ -135,7 +135,8 @@ def test_dynamic_trees_equal_python(  # type: ignore[no-untyped-def]
 ) -> None:
     """``--tree dynamic`` (EAGLE-2): the default tree for the widest verify and one with
     every knob given, as the bench passes them: Python's ids, calls and acceptance."""
-    from etspec.tools.peers.cpp_runner import CppRunner
+    from etspec.runtime.speculative.settings import parse_shape
+    from etspec.tools.peers.cpp_runner import method_args, tree_args
 
     case = PAIRS[pair](artifacts)
     vocab = case.target.hf.config.vocab_size
@@ -145,13 +146,15 @@ def test_dynamic_trees_equal_python(  # type: ignore[no-untyped-def]
             (TreeSettings("dynamic", depth=1, topk=3, total_tokens=6), "dynamic-d1k3t6"),
         ]
     ):
-        tree_args = CppRunner.tree_args_for(tree, settings)
-        assert tree_args is not None
+        shape = tree_args(settings if tree == "dynamic" else parse_shape(tree))
+        assert shape is not None
         for i, prompt in enumerate(random_prompts(3, vocab, 20, seed=17 + n)):
             spec = RunnerSpec(case.target.pte, case.pte, tree=settings, kv_strategy=kv)
             _, runner = load_runners(spec)
             ref = runner.generate(prompt, 18, ignore_eos=True)
-            args = ["--draft", str(case.pte), *tree_args, "--kv", kv]
+            method = method_args(spec)
+            assert method is not None
+            args = [*method, *shape]
             (out,) = _cpp(
                 runner_bin, case.target.pte, prompt, "--max-new-tokens", "18", "--ignore-eos", *args
             )
@@ -216,7 +219,8 @@ def test_prompt_lookup_equals_python(  # type: ignore[no-untyped-def]
     artifacts, runner_bin: Path, tree: str, kv: str
 ) -> None:
     """Prompt lookup in C++ (``--draft-method prompt-lookup``, the arguments the registry's
-    ``cpp_args`` gives): the Python runtime's ids, verify calls and acceptance on prompts that
+    ``method_args`` gives): the Python runtime's ids, verify calls and acceptance on prompts
+    that
     repeat themselves (so lookups hit) and on random ones (so they miss and decode)."""
     case = PAIRS["small"](artifacts)
     vocab = case.target.hf.config.vocab_size
@@ -268,15 +272,17 @@ def test_combined_drafter_is_exact_and_uses_both_drafters(  # type: ignore[no-un
     runner_bin: Path,
     exact_marginals,  # noqa: F811 (the fixture imported above)
 ) -> None:
-    """``--draft-method combined`` in C++ (the registry's ``cpp_args``): greedy ids are the
-    target's own on prompts that repeat (lookups hit) and random ones; steps came from both
-    drafters; seeded sampling repeats and is distributed as the target's."""
+    """``--draft-method combined`` in C++ (``method_args``, from the settings table): greedy
+    ids are the target's own on prompts that repeat (lookups hit) and random ones; steps came
+    from both drafters; seeded sampling repeats and is distributed as the target's."""
+    from etspec.tools.peers.cpp_runner import method_args
+
     case = PAIRS["small"](artifacts)
     vocab = case.target.hf.config.vocab_size
     g = torch.Generator().manual_seed(5)
     motif = torch.randint(1, vocab, (6,), generator=g).tolist()
     spec = RunnerSpec(case.target.pte, case.pte, "combined")
-    method = spec.method.cpp_args(spec)
+    method = method_args(spec)
     assert method is not None
     steps: dict[str, int] = {}
     for i, prompt in enumerate([motif * 4, *random_prompts(3, vocab, 20, seed=8)]):

@@ -13,23 +13,24 @@ import pytest
 
 from etspec.contract import AUTO_REMEASURE_AFTER
 from etspec.errors import EtspecError
-from etspec.runtime.speculative.costs import StepCosts
+from etspec.runtime.spec import TreeSettings
 from etspec.runtime.speculative.dispatcher import AutoTree, DepthAcceptance
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
-from etspec.runtime.speculative.settings import TreeSettings, auto_candidates, parse_shape
-from etspec.runtime.speculative.shapes import ChainShape, NoDraftShape, StepOutcome, TreeShape
+from etspec.runtime.speculative.settings import auto_candidates, parse_shape, tree_policy
+from etspec.runtime.speculative.shapes import ChainShape, NoDraftShape, TreeShape
 from etspec.runtime.speculative.static_tree import StaticTree
+from etspec.runtime.speculative.step import StepCosts, StepOutcome
 
 WIDTHS = (4, 8, 16)
 COSTS = StepCosts({4: 1.0, 8: 1.5, 16: 3.0}, draft_step_s=0.2, draft_extend_s=0.3, step_width=4)
 
 
 def test_cost_model_uses_the_narrowest_width_and_draft_calls() -> None:
-    assert COSTS.predict(ChainShape(3), WIDTHS) == pytest.approx(1.0 + 2 * 0.2 + 0.3)
-    assert COSTS.predict(ChainShape(5), WIDTHS) == pytest.approx(1.5 + 4 * 0.2 + 0.3)
+    assert COSTS.predict(ChainShape(3).cost, WIDTHS) == pytest.approx(1.0 + 2 * 0.2 + 0.3)
+    assert COSTS.predict(ChainShape(5).cost, WIDTHS) == pytest.approx(1.5 + 4 * 0.2 + 0.3)
     # 3 levels of up to 4 nodes: 3 calls at step width 4.
     dyn = DynamicTree(depth=3, topk=4, total_tokens=16)
-    assert COSTS.predict(dyn, WIDTHS) == pytest.approx(3.0 + 3 * 0.2 + 0.3)
+    assert COSTS.predict(dyn.cost, WIDTHS) == pytest.approx(3.0 + 3 * 0.2 + 0.3)
 
 
 def _run(policy: AutoTree, accept: dict[str, Callable[[], int]], steps: int) -> dict[str, int]:
@@ -40,7 +41,7 @@ def _run(policy: AutoTree, accept: dict[str, Callable[[], int]], steps: int) -> 
         shape = policy.choose()
         used[shape.name] = used.get(shape.name, 0) + 1
         assert policy.costs is not None
-        seconds = policy.costs.predict(shape, policy.widths)
+        seconds = policy.costs.predict(shape.cost, policy.widths)
         policy.observe(shape, StepOutcome(shape.cost.max_height, accept[shape.name](), seconds))
     return used
 
@@ -114,7 +115,7 @@ def test_auto_stays_within_5_percent_of_the_fastest_chain() -> None:
     rates = [0.8, 0.75, 0.7, 0.6, 0.5, 0.4, 0.3]
     shapes = [ChainShape(n) for n in range(2, 8)]
     policy = AutoTree(shapes, WIDTHS, costs=COSTS)
-    true_rate = {s.name: _expected(rates, s.length) / COSTS.predict(s, WIDTHS) for s in shapes}
+    true_rate = {s.name: _expected(rates, s.length) / COSTS.predict(s.cost, WIDTHS) for s in shapes}
     best = max(true_rate.values())
     used = _run(policy, {s.name: _chain_sampler(rng, rates, s.length) for s in shapes}, 3000)
     total = sum(r.tokens for r in policy.records.values())
@@ -129,9 +130,9 @@ def test_auto_stays_within_5_percent_of_the_fastest_chain() -> None:
 
 def test_a_step_that_drafts_nothing_costs_a_decode() -> None:
     costs = StepCosts({4: 1.0, 8: 1.5}, 0.2, 0.3, 4, decode_s=0.6)
-    assert costs.predict(NoDraftShape(), (4, 8)) == pytest.approx(0.6 + 0.3)
+    assert costs.predict(NoDraftShape().cost, (4, 8)) == pytest.approx(0.6 + 0.3)
     # Untimed, a decode is priced at the narrowest verify.
-    assert StepCosts({4: 1.0, 8: 1.5}).predict(NoDraftShape(), (4, 8)) == pytest.approx(1.0)
+    assert StepCosts({4: 1.0, 8: 1.5}).predict(NoDraftShape().cost, (4, 8)) == pytest.approx(1.0)
     assert parse_shape("none").cost == NoDraftShape().cost
 
 
@@ -221,12 +222,14 @@ def test_auto_candidates_follow_the_artifact() -> None:
     for shape in auto_candidates(meta, True):
         again = parse_shape(shape.name)
         assert again.name == shape.name and again.cost == shape.cost
-    assert TreeSettings("dynamic").policy(meta, True).name == "dynamic-d3k4t16"  # type: ignore[attr-defined]
-    assert TreeSettings("static", static_tree="D2xBF2").policy(meta, True).name == "D2xBF2"  # type: ignore[attr-defined]
+    dynamic = tree_policy(TreeSettings("dynamic"), meta, True)
+    assert dynamic.name == "dynamic-d3k4t16"  # type: ignore[attr-defined]
+    static = tree_policy(TreeSettings("static", static_tree="D2xBF2"), meta, True)
+    assert static.name == "D2xBF2"  # type: ignore[attr-defined]
     with pytest.raises(EtspecError, match="unknown --tree 'bush'"):
-        TreeSettings("bush").policy(meta, True)
+        TreeSettings("bush")
     with pytest.raises(EtspecError, match="--num-spec-tokens"):
-        TreeSettings("chain", num_spec_tokens=0).policy(meta, True)
+        TreeSettings("chain", num_spec_tokens=0)
 
 
 def test_depth_bounds_are_optimistic_where_unseen_and_tighten_with_counts() -> None:
@@ -296,7 +299,7 @@ def _replay_trace(
             accepted = N7[trees % len(N7)]
             trees += 1
         host = TRACE["host_s"]["chain" if isinstance(shape, ChainShape) else "tree"]
-        step = (TRACE_COSTS.predict(shape, WIDTHS) + host) * (1 + rng.uniform(-0.1, 0.3))
+        step = (TRACE_COSTS.predict(shape.cost, WIDTHS) + host) * (1 + rng.uniform(-0.1, 0.3))
         step *= 5 if rng.random() < 0.01 else 1
         emitted += accepted + 1
         seconds += step

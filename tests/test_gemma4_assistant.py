@@ -116,9 +116,9 @@ def test_greedy_speculation_equals_target_only(pair: Pair, mode: str, shape: str
 
 def test_auto_tree_times_the_assistant(pair: Pair) -> None:
     """``--tree auto`` counts assistant_step in its cost model and stays exact."""
-    from etspec.runtime.loading import RunnerSpec, load_runners
+    from etspec.runtime.runner import load_runners
+    from etspec.runtime.spec import RunnerSpec, TreeSettings
     from etspec.runtime.speculative.costs import measure_costs
-    from etspec.runtime.speculative.settings import TreeSettings
 
     target = pair.program("pte")
     costs = measure_costs(target, Gemma4AssistantDraftRunner(target))

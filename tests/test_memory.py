@@ -14,8 +14,8 @@ from helpers import random_prompts
 from tiny import make_hf_target
 
 from etspec.export.export_target import TargetExportOptions, export_target
-from etspec.runtime.loading import RunnerSpec, load_runners
-from etspec.runtime.speculative.settings import TreeSettings
+from etspec.runtime.runner import load_runners
+from etspec.runtime.spec import RunnerSpec, TreeSettings
 
 
 def _ids(spec: RunnerSpec, prompts: list[list[int]]) -> list[list[int]]:

@@ -13,7 +13,8 @@ from test_cpp_runner import _cpp
 
 from etspec.artifact import open_artifact
 from etspec.models.quantize import RECIPES
-from etspec.runtime.loading import RunnerSpec, load_runners
+from etspec.runtime.runner import load_runners
+from etspec.runtime.spec import RunnerSpec
 
 NAME = "llama_tied_q"
 

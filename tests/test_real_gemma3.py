@@ -29,8 +29,8 @@ import pytest
 import torch
 
 from etspec.contract import DEPLOYMENT_DTYPE
-from etspec.runtime.loading import RunnerSpec, load_runners
-from etspec.runtime.speculative.settings import TreeSettings
+from etspec.runtime.runner import load_runners
+from etspec.runtime.spec import RunnerSpec, TreeSettings
 from etspec.tools.quality import Scores, teacher_forced
 
 pytestmark = pytest.mark.real

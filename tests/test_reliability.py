@@ -28,10 +28,9 @@ from etspec.contract import TRAILER_SIZE
 from etspec.errors import EtspecError
 from etspec.export.export_draft import DraftExportOptions, export_draft
 from etspec.export.export_target import TargetExportOptions, export_target
-from etspec.runtime.loading import RunnerSpec, load_runners
-from etspec.runtime.runner import GenerationError, TextLLMRunner
+from etspec.runtime.runner import GenerationError, TextLLMRunner, load_runners
 from etspec.runtime.sampling import SamplingConfig
-from etspec.runtime.speculative.settings import TreeSettings
+from etspec.runtime.spec import RunnerSpec, TreeSettings
 
 PROMPT = [3, 1, 4, 1, 5, 9, 2, 6, 5]
 CONTEXT = 64  # the small pair's max_context
@@ -587,7 +586,7 @@ def test_seeded_auto_choices_ignore_measured_time() -> None:
     from etspec.runtime.sampling import Sampler
     from etspec.runtime.speculative.dispatcher import AutoTree, SeededAutoTree
     from etspec.runtime.speculative.settings import auto_candidates
-    from etspec.runtime.speculative.shapes import StepOutcome
+    from etspec.runtime.speculative.step import StepOutcome
 
     meta = type("M", (), {"verify_width": 16, "verify_widths": (4, 8, 16), "dtype": "fp32"})()
     shared = AutoTree(auto_candidates(meta, True), meta.verify_widths)  # type: ignore[arg-type]
@@ -641,8 +640,9 @@ def test_temperatures_below_the_sampling_eps_are_greedy(loaded, files, runner_bi
 _CHANGED_UNDERNEATH = """
 import sys
 from pathlib import Path
-from etspec.runtime.loading import RunnerSpec, load_runners
-from etspec.runtime.speculative.settings import TreeSettings
+from etspec.runtime.spec import RunnerSpec
+from etspec.runtime.runner import load_runners
+from etspec.runtime.spec import TreeSettings
 
 target, draft = Path(sys.argv[1]), Path(sys.argv[2])
 runners = load_runners(RunnerSpec(target, draft, tree=TreeSettings("chain", 3)))
@@ -782,7 +782,7 @@ def test_bad_input_in_a_real_process(process_files, name: str, args, code: int, 
         # istream reads "-1" into an unsigned seed as 2^64 - 1.
         (["--temperature", "1", "--seed", "-1"], "--seed takes a number, got '-1'"),
         # Under the default --tree auto no chain is built, so the length was never checked.
-        (["--num-spec-tokens", "0"], "--num-spec-tokens (chain length) must be at least 1"),
+        (["--num-spec-tokens", "0"], "--num-spec-tokens must be at least 1"),
     ],
 )
 def test_cpp_refuses_values_out_of_range_before_loading(

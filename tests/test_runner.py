@@ -420,7 +420,8 @@ def test_reference_device_errors_are_clear() -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_reference_on_cuda_equals_cpu(artifacts) -> None:  # type: ignore[no-untyped-def]
-    from etspec.runtime.loading import RunnerSpec, load_runners
+    from etspec.runtime.runner import load_runners
+    from etspec.runtime.spec import RunnerSpec
 
     case = artifacts.small_draft()
     opts = case.target.opts

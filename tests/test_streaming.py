@@ -94,8 +94,8 @@ def test_any_ids_any_pushes_stream_to_the_one_shot_decode(name: str, data) -> No
 
 
 def test_runner_streams_exactly_its_result_text(artifacts) -> None:  # type: ignore[no-untyped-def]
-    from etspec.runtime.loading import RunnerSpec, load_runners
-    from etspec.runtime.speculative.settings import TreeSettings
+    from etspec.runtime.runner import load_runners
+    from etspec.runtime.spec import RunnerSpec, TreeSettings
 
     pair = artifacts.text_pair()
     spec = RunnerSpec(pair.target.pte, pair.pte, tree=TreeSettings("chain", 3))

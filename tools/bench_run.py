@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from etspec.contract import TREE_MODES
 from etspec.errors import EtspecError
 from etspec.files import check_output, write_atomically
-from etspec.runtime.loading import RunnerSpec, load_systems
 from etspec.runtime.runner import TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
-from etspec.runtime.speculative.settings import TREE_MODES, parse_shape
+from etspec.runtime.spec import RunnerSpec, TreeSettings
+from etspec.runtime.speculative.settings import parse_shape
 from etspec.tools.bench_harness import (
     BASELINE,
     BenchFailure,
@@ -34,7 +35,7 @@ from etspec.tools.bench_harness import (
 )
 from etspec.tools.peers.base import OutsidePeer
 from etspec.tools.prompts import load_prompts
-from etspec.tools.systems import OutsideSystems, outside_systems
+from etspec.tools.systems import OutsideSystems, load_systems, outside_systems
 
 
 @dataclass
@@ -43,6 +44,9 @@ class BenchRequest:
 
     spec: RunnerSpec
     trees: list[str]  # tree modes or shape names; empty: the spec's --tree mode
+    # The tree options given (TreeSettings field -> value): each mode of ``trees`` takes
+    # those it reads (TreeSettings.owned).
+    tree_knobs: dict[str, Any] = field(default_factory=dict)
     prompts: str = "humaneval"
     num_prompts: int | None = None
     max_new_tokens: int = 128
@@ -71,7 +75,10 @@ def tree_settings(req: BenchRequest) -> dict[str, Any]:
     trees: dict[str, Any] = {}
     for n in names:
         try:
-            trees[n] = replace(req.spec.tree, mode=n) if n in TREE_MODES else parse_shape(n)
+            if n not in TREE_MODES:
+                trees[n] = parse_shape(n)
+            else:
+                trees[n] = TreeSettings.owned(n, req.tree_knobs) if req.trees else req.spec.tree
         except EtspecError:
             raise EtspecError(
                 f"unknown tree {n!r} in --trees: use a mode ({', '.join(TREE_MODES)}) or a "

@@ -1,17 +1,21 @@
-"""The systems a bench run adds beside etspec's own: the eager reference program, the
-transformers peers, the C++ runner and llama.cpp, from the paths the user gave."""
+"""The systems a bench run compares: etspec's own over one loaded pair (``load_systems``)
+and those it adds beside them, the eager reference program, the transformers peers, the
+C++ runner and llama.cpp, from the paths the user gave."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from etspec.contract import TargetMetadata
+from etspec.contract import TargetMetadata, run_setting
 from etspec.errors import EtspecError
-from etspec.runtime.loading import RunnerSpec, load_systems
-from etspec.runtime.runner import TextLLMRunner
+from etspec.runtime.loading import load_programs, method_of, speculates
+from etspec.runtime.runner import TextLLMRunner, speculative_runner
+from etspec.runtime.spec import RunnerSpec, TreeSettings
+from etspec.runtime.speculative.shapes import TreePolicy
 from etspec.tools.peers.base import OutsidePeer
 
 
@@ -39,7 +43,7 @@ class OutsideSystems:
             raise EtspecError("--eager-draft needs --eager-target (the target's checkpoint)")
         if self.hf_assistant is not None and self.hf_target is None:
             raise EtspecError("--hf-assistant needs --hf-target (the target's HF checkpoint)")
-        eagle3_pair = spec.method.draft_program and spec.draft is not None
+        eagle3_pair = method_of(spec).draft_program and spec.draft is not None
         if self.eager_target is not None and eagle3_pair and self.eager_draft is None:
             raise EtspecError(
                 "give --eager-draft (the draft's checkpoint folder) with --eager-target"
@@ -102,7 +106,7 @@ def eager_systems(
     eager = replace(
         spec,
         target=o.eager_target,
-        draft=o.eager_draft if spec.method.draft_program else None,
+        draft=o.eager_draft if method_of(spec).draft_program else None,
         reference=True,
         max_seq=meta.max_context,
         prefill_chunk=meta.prefill_chunk,
@@ -116,18 +120,40 @@ def cpp_systems(
     o: OutsideSystems, spec: RunnerSpec, base: TextLLMRunner, trees: dict[str, Any]
 ) -> dict[str, Any]:
     """The C++ runner on the same pair: target-only and each tree of --trees it runs."""
-    from etspec.tools.peers.cpp_runner import CppRunner
+    from etspec.tools.peers.cpp_runner import CppRunner, method_args, tree_args
 
     if o.cpp_runner is None:
         return {}
     out: dict[str, Any] = {"cpp target-only": CppRunner(o.cpp_runner, spec.target, base)}
-    method_args = spec.method.cpp_args(spec) if spec.speculative else None
-    if method_args is None:
+    method = method_args(spec)
+    if method is None:
         return out
-    for name in trees:
-        args = CppRunner.tree_args_for(name, spec.tree)
+    for name, tree in trees.items():
+        args = tree_args(tree)
         if args is not None:
-            out[f"cpp {name}"] = CppRunner(
-                o.cpp_runner, spec.target, base, method_args, args, spec.kv_strategy
-            )
+            out[f"cpp {name}"] = CppRunner(o.cpp_runner, spec.target, base, method, args)
     return out
+
+
+def load_systems(
+    spec: RunnerSpec,
+    trees: dict[str, TreeSettings | TreePolicy],
+    draft_windows: Sequence[int] = (),
+) -> tuple[TextLLMRunner, dict[str, TextLLMRunner]]:
+    """Target-only runner plus one speculative runner per named tree setting or fixed
+    shape, all over one loaded pair; with ``draft_windows``, the first tree again per window
+    W as ``"<tree> wW"``, its draft attending to the last W positions only."""
+    windowed = run_setting("--draft-window").draft_methods
+    if draft_windows and (spec.draft_method not in windowed or spec.draft is None):
+        raise EtspecError("draft windows truncate an EAGLE-3 draft's attention; give --draft")
+    target, draft = load_programs(spec)
+    base = TextLLMRunner(target)
+    if not speculates(spec):
+        return base, {}
+    systems = {name: speculative_runner(spec, base, draft, t) for name, t in trees.items()}
+    if draft_windows and trees:
+        name, tree = next(iter(trees.items()))
+        for w in draft_windows:
+            windowed = replace(spec, options={**spec.options, "draft_window": w})
+            systems[f"{name} w{w}"] = speculative_runner(windowed, base, draft, tree)
+    return base, systems

@@ -150,12 +150,6 @@ def default_dtype(dtype: str | None, backend: str) -> str:
 
 
 force_option = click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")
-no_weight_cache_option = click.option(
-    "--no-weight-cache",
-    is_flag=True,
-    help="Let XNNPACK pack weights per method instead of once (more memory; the cache is "
-    "on by default, ETSPEC_XNNPACK_WEIGHT_CACHE=0 turns it off too).",
-)
 verbose_option = click.option(
     "--verbose",
     is_flag=True,

@@ -10,8 +10,14 @@ from typing import Any
 import click
 
 from etspec.cli.app import main, option, user_errors
-from etspec.cli.runner_options import check_tree_knobs, draft_windows, runner_options, runner_spec
-from etspec.contract import DEFAULT_MAX_NEW_TOKENS, SEED_MAX
+from etspec.cli.runner_options import (
+    draft_windows,
+    runner_options,
+    runner_spec,
+    setting_options,
+    settings_of,
+)
+from etspec.contract import DEFAULT_MAX_NEW_TOKENS, TREE_MODES
 from etspec.errors import EtspecError
 
 
@@ -38,17 +44,7 @@ from etspec.errors import EtspecError
     help="Comma-separated tree modes (auto, chain, ...) or fixed shapes (chain3, N7, "
     "dynamic-d3k4t16) to run side by side [default: the --tree mode].",
 )
-@option("--temperature", default=0.0, show_default=True, type=float, help="0 is greedy.")
-@click.option("--top-k", default=0, show_default=True, type=int, help="0 disables.")
-@click.option("--top-p", default=1.0, show_default=True, type=float)
-@click.option(
-    "--seed",
-    default=None,
-    type=click.IntRange(0, SEED_MAX),
-    help="Sampling seed (default: random, as `etspec generate`). Seeded, sampled runs "
-    "repeat, and --tree auto then prices each request's steps with fixed costs instead of "
-    "measured ones, learning acceptance per request.",
-)
+@setting_options("sampling")
 @click.option(
     "--json",
     "json_out",
@@ -132,11 +128,13 @@ def bench(**kw: Any) -> None:
     from etspec.tools.systems import OutsideSystems
 
     trees = [m.strip() for m in (kw["trees"] or "").split(",") if m.strip()]
-    spec = runner_spec(kw)
-    check_tree_knobs(kw, set(trees or [kw["tree_mode"]]))
+    spec = runner_spec(kw, [t for t in trees if t in TREE_MODES])
+    knobs = settings_of(kw, "tree")
+    del knobs["mode"]
     request = BenchRequest(
         spec=spec,
         trees=trees,
+        tree_knobs=knobs,
         prompts=kw["prompts"],
         num_prompts=kw["num_prompts"],
         max_new_tokens=kw["max_new_tokens"],

@@ -16,13 +16,12 @@ from etspec.cli.app import (
     dtype_option,
     force_option,
     main,
-    no_weight_cache_option,
     one_line,
     option,
     user_errors,
     verbose_option,
 )
-from etspec.cli.runner_options import widths
+from etspec.cli.runner_options import no_weight_cache_option, widths
 from etspec.contract import DEFAULT_MAX_SEQ, DEFAULT_VERIFY_WIDTHS
 
 

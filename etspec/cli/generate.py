@@ -15,8 +15,8 @@ from etspec.cli.app import (
     option,
     user_errors,
 )
-from etspec.cli.runner_options import check_tree_knobs, parse_ids, runner_options, runner_spec
-from etspec.contract import DEFAULT_MAX_NEW_TOKENS, PROMPT_FILE_MAX_BYTES, SEED_MAX, message
+from etspec.cli.runner_options import parse_ids, runner_options, runner_spec, setting_options
+from etspec.contract import DEFAULT_MAX_NEW_TOKENS, PROMPT_FILE_MAX_BYTES, message
 from etspec.errors import EtspecError
 
 
@@ -89,15 +89,7 @@ def _check_prompt_text(text: str) -> None:
     type=int,
     help="Tokens to generate [default: 128, or what the context still holds].",
 )
-@option("--temperature", default=0.0, show_default=True, type=float, help="0 is greedy.")
-@click.option("--top-k", default=0, show_default=True, type=int, help="0 disables.")
-@click.option("--top-p", default=1.0, show_default=True, type=float)
-@click.option(
-    "--seed",
-    default=None,
-    type=click.IntRange(0, SEED_MAX),
-    help="Sampling seed (default: random).",
-)
+@setting_options("sampling")
 @click.option(
     "--repetition-penalty",
     default=None,
@@ -109,7 +101,7 @@ def _check_prompt_text(text: str) -> None:
 @user_errors
 def generate(**kw: Any) -> None:
     """Generate from a target .pte, speculatively when a draft is given."""
-    from etspec.runtime.loading import load_runners
+    from etspec.runtime.runner import load_runners
     from etspec.runtime.sampling import RepetitionPenalty, SamplingConfig
 
     given = [
@@ -130,7 +122,6 @@ def generate(**kw: Any) -> None:
     if kw["repetition_penalty"] is not None:
         processors.append(RepetitionPenalty(kw["repetition_penalty"]))
     spec = runner_spec(kw)
-    check_tree_knobs(kw, {kw["tree_mode"]})
     # The prompt is read and parsed before the (seconds-long) load.
     if kw["humaneval_task"] is not None:
         prompt: Any = _humaneval_prompt(kw["humaneval_task"])
@@ -223,14 +214,14 @@ def generate(**kw: Any) -> None:
 @user_errors
 def validate(**kw: Any) -> None:
     """Greedy-equivalence suite: speculative output must equal target-only output."""
-    from etspec.runtime.loading import load_runners
+    from etspec.runtime.loading import speculates
+    from etspec.runtime.runner import load_runners
     from etspec.tools.prompts import default_prompts
     from etspec.tools.validate import ValidationReport, read_prompts
     from etspec.tools.validate import validate as run_validation
 
     spec = runner_spec(kw)
-    check_tree_knobs(kw, {kw["tree_mode"]})
-    if not spec.speculative:
+    if not speculates(spec):
         raise EtspecError("validate compares speculative with target-only: give --draft")
     base, speculative = load_runners(spec)
     assert speculative is not None

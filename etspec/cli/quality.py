@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from etspec.cli.app import force_option, main, no_weight_cache_option, user_errors, verbose_option
+from etspec.cli.app import force_option, main, user_errors, verbose_option
+from etspec.cli.runner_options import no_weight_cache_option
 
 
 @main.command()
@@ -34,7 +35,8 @@ def quality(
     """How much of REFERENCE (e.g. the fp32 .pte) CANDIDATE (e.g. a quantized .pte of the
     same model) keeps: teacher-forced top-1 agreement, held-out perplexity, a copy test."""
     from etspec.files import check_output
-    from etspec.runtime.loading import RunnerSpec, load_runners
+    from etspec.runtime.runner import load_runners
+    from etspec.runtime.spec import RunnerSpec
     from etspec.tools.quality import compare
 
     if json_out is not None:  # before the run, not after it

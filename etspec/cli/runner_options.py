@@ -1,27 +1,27 @@
 """The options of the commands that run an artifact (generate, validate, bench) and the
-``RunnerSpec`` they make."""
+``RunnerSpec`` they make. The run settings are ``contract.RUN_SETTINGS`` rows, made into
+options here: a new setting is a row there, not a new option here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
-from etspec.cli.app import F, no_weight_cache_option, option, verbose_option
+from etspec.cli.app import F, option, verbose_option
 from etspec.contract import (
-    DEFAULT_CHAIN_LENGTH,
-    DEFAULT_KV_STRATEGY,
+    DEFAULT_VERIFY_WIDTHS,
     DTYPES,
-    KV_STRATEGIES,
-    TREE_KNOB_MODES,
-    message,
+    RUN_SETTINGS,
+    SEED_MAX,
+    RunSetting,
+    run_setting,
 )
 from etspec.errors import EtspecError
-from etspec.runtime.loading import RunnerSpec
-from etspec.runtime.speculative.dynamic_tree import DynamicTree
-from etspec.runtime.speculative.registry import DEFAULT_DRAFT_METHOD, DRAFT_METHODS, aliases
-from etspec.runtime.speculative.settings import TREE_MODES, TreeSettings
+from etspec.runtime.spec import RunnerSpec, TreeSettings, check_tree_owners
+from etspec.runtime.speculative.registry import DRAFT_METHODS, aliases
 
 
 class DraftMethodChoice(click.Choice):
@@ -52,8 +52,42 @@ def parse_ids(value: str) -> list[int] | list[list[int]]:
     return rows[0] if len(rows) == 1 else rows
 
 
+def setting_option(setting: RunSetting) -> Callable[[F], F]:
+    """The click option of one ``contract.RUN_SETTINGS`` row. Values are checked by
+    ``RunnerSpec``/``TreeSettings`` (as for a library caller and in C++), not by click."""
+    kw: dict[str, Any] = {"help": setting.help, "default": setting.default}
+    if setting.kind == "flag":
+        kw.update(is_flag=True, default=False)
+    elif setting.kind == "method":
+        kw.update(type=DraftMethodChoice(), callback=lambda _c, _p, v: aliases().get(v, v))
+        kw["help"] = "; ".join(f"{m.name}: {m.help}" for m in DRAFT_METHODS.values()) + "."
+    elif setting.kind == "choice":
+        kw["type"] = click.Choice(setting.choices)
+    elif setting.kind == "seed":
+        kw["type"] = click.IntRange(0, SEED_MAX)
+    else:
+        kw["type"] = {"int": int, "float": float, "text": str}[setting.kind]
+    kw["show_default"] = setting.default is not None
+    return option(setting.flag, **kw)
+
+
+def setting_options(*groups: str) -> Callable[[F], F]:
+    """The options of every ``RUN_SETTINGS`` row in ``groups`` (tree, spec, sampling)."""
+
+    def decorate(fn: F) -> F:
+        for setting in reversed(RUN_SETTINGS):
+            if setting.group in groups:
+                fn = setting_option(setting)(fn)
+        return fn
+
+    return decorate
+
+
+no_weight_cache_option = setting_option(run_setting("--no-weight-cache"))
+
+
 def runner_options(fn: F) -> F:
-    """Options shared by generate and validate: which artifacts, how to speculate."""
+    """Options shared by generate, validate and bench: which artifacts, how to speculate."""
     options = [
         click.option(
             "--target",
@@ -67,88 +101,8 @@ def runner_options(fn: F) -> F:
             default=None,
             help="EAGLE-3 draft .pte (with --reference: a checkpoint folder).",
         ),
-        click.option(
-            "--draft-method",
-            type=DraftMethodChoice(),
-            default=DEFAULT_DRAFT_METHOD,
-            show_default=True,
-            callback=lambda _ctx, _param, v: aliases().get(v, v),
-            help="; ".join(f"{m.name}: {m.help}" for m in DRAFT_METHODS.values()) + ".",
-        ),
-        option(
-            "--max-ngram",
-            default=None,
-            type=click.IntRange(min=1),
-            help="prompt-lookup: longest n-gram matched [default: 3].",
-        ),
-        option(
-            "--min-ngram",
-            default=None,
-            type=click.IntRange(min=1),
-            help="prompt-lookup: shortest n-gram matched [default: 1].",
-        ),
-        click.option(
-            "--tree",
-            "tree_mode",
-            type=click.Choice(TREE_MODES),
-            default="auto",
-            show_default=True,
-            help="Proposal shape; auto picks one from measured costs and acceptance.",
-        ),
-        option(
-            "--num-spec-tokens",
-            default=DEFAULT_CHAIN_LENGTH,
-            show_default=True,
-            type=click.IntRange(min=1),
-            help="Chain length (draft tokens per step).",
-        ),
-        click.option(
-            "--static-tree",
-            default=None,
-            help="Static tree: D3xBF2 (full), N8 (pruned to 8 nodes) or JSON rank paths.",
-        ),
-        click.option(
-            "--depth",
-            default=None,
-            type=int,
-            help="Dynamic tree expansion passes (EAGLE's depth; trees are depth+1 deep).",
-        ),
-        option(
-            "--num-steps",
-            default=None,
-            type=int,
-            help="Dynamic tree height (SGLang's num_steps; same as --depth N-1).",
-        ),
-        option(
-            "--draft-topk",
-            "topk",
-            default=None,
-            type=int,
-            help="Dynamic tree: draft candidates kept per expanded node (EAGLE top-k; not "
-            "sampling's --top-k).",
-        ),
-        option(
-            "--total-tokens",
-            default=None,
-            type=int,
-            help="Dynamic tree size incl. the root (EAGLE total_token, SGLang num_draft_tokens).",
-        ),
-        click.option(
-            "--draft-window",
-            default=None,
-            type=click.IntRange(min=1),
-            help="The draft attends to its last N positions only (an ablation, EAGLE-Pangu "
-            "Table 3) [default: all].",
-        ),
-        click.option(
-            "--kv",
-            "kv_strategy",
-            type=click.Choice(KV_STRATEGIES),
-            default=DEFAULT_KV_STRATEGY,
-            show_default=True,
-        ),
+        setting_options("spec", "method", "tree"),
         verbose_option,
-        no_weight_cache_option,
         click.option(
             "--reference",
             is_flag=True,
@@ -167,9 +121,9 @@ def runner_options(fn: F) -> F:
         ),
         click.option(
             "--verify-width",
-            default="4,8",
+            default=",".join(map(str, DEFAULT_VERIFY_WIDTHS)),
             show_default=True,
-            help="Reference mode verify widths (comma-separated).",
+            help="Reference mode verify widths (comma-separated), as export's.",
         ),
     ]
     for opt in reversed(options):
@@ -187,42 +141,44 @@ def widths(value: str) -> tuple[int, ...]:
     return widths
 
 
-def check_tree_knobs(kw: dict[str, Any], modes: set[str]) -> None:
-    """Refuse a tree option (``contract.TREE_KNOB_MODES``) given when no ``--tree`` mode in
-    ``modes`` uses it."""
-    dest = {o: p.name for p in click.get_current_context().command.params for o in p.opts}
-    for name, mode in TREE_KNOB_MODES:
-        if kw.get(dest[name]) is not None and mode not in modes:
-            raise click.UsageError(message("knob_needs_mode", option=name, mode=mode))
+def settings_of(kw: dict[str, Any], group: str) -> dict[str, Any]:
+    """The ``RUN_SETTINGS`` values of ``group`` the command got, by field name (None: not
+    given)."""
+    out = {}
+    for setting in RUN_SETTINGS:
+        if setting.group == group:
+            value = kw[setting.dest]
+            out[setting.name] = (
+                (setting.flag_value if value else None) if setting.kind == "flag" else value
+            )
+    return out
 
 
-def runner_spec(kw: dict[str, Any]) -> RunnerSpec:
-    # --depth (EAGLE) and --num-steps (SGLang) name one knob: DynamicTree translates.
-    given = {k: kw[k] for k in ("depth", "num_steps", "topk", "total_tokens")}
-    knobs = DynamicTree.knobs({k: v for k, v in given.items() if v is not None})
-    tree = TreeSettings(
-        mode=kw["tree_mode"],
-        num_spec_tokens=kw["num_spec_tokens"],
-        static_tree=kw["static_tree"],
-        depth=knobs.get("depth"),
-        topk=knobs.get("topk"),
-        total_tokens=knobs.get("total_tokens"),
-    )
-    return RunnerSpec(
-        target=kw["target"],
-        draft=kw["draft"],
-        draft_method=kw["draft_method"],
-        tree=tree,
-        kv_strategy=kw["kv_strategy"],
-        draft_window=kw["draft_window"],
-        ngram=(kw["min_ngram"], kw["max_ngram"]),
-        weight_cache=False if kw["no_weight_cache"] else None,
-        reference=kw["reference"],
-        device=kw["device"],
-        max_seq=kw["max_seq"],
-        verify_widths=widths(kw["verify_width"]),
-        dtype=kw["dtype"],
-    )
+def runner_spec(kw: dict[str, Any], modes: Sequence[str] = ()) -> RunnerSpec:
+    """The ``RunnerSpec`` of a command's options; ``modes``: the tree modes a bench runs
+    (the tree options must shape one of them), else the ``--tree`` mode."""
+    knobs = settings_of(kw, "tree")
+    mode = knobs.pop("mode")
+    try:
+        if modes:
+            given = [
+                s.flag for s in RUN_SETTINGS if s.group == "tree" and knobs.get(s.name) is not None
+            ]
+            check_tree_owners(given, modes)
+        return RunnerSpec(
+            target=kw["target"],
+            draft=kw["draft"],
+            tree=TreeSettings.owned(mode, knobs) if modes else TreeSettings(mode, **knobs),
+            reference=kw["reference"],
+            device=kw["device"],
+            max_seq=kw["max_seq"],
+            verify_widths=widths(kw["verify_width"]),
+            dtype=kw["dtype"],
+            options={k: v for k, v in settings_of(kw, "method").items() if v is not None},
+            **settings_of(kw, "spec"),
+        )
+    except EtspecError as e:  # a usage error, as click's own
+        raise click.UsageError(str(e)) from None
 
 
 def draft_windows(value: str | None) -> tuple[int, ...]:

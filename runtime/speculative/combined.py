@@ -37,22 +37,24 @@ from etspec.contract import COMBINED_METHOD, LOOKUP_LABEL, TargetMetadata, messa
 from etspec.errors import EtspecError
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
-from etspec.runtime.speculative.costs import StepCosts, fixed_costs
 from etspec.runtime.speculative.dispatcher import DepthAcceptance, StepRecord
 from etspec.runtime.speculative.draft_method import DraftMethod
-from etspec.runtime.speculative.draft_runner import (
+from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
+from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
+from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner, PromptLookupMethod
+from etspec.runtime.speculative.shapes import TreeShape
+from etspec.runtime.speculative.step import (
     Acceptance,
     DraftCosts,
     Proposal,
-    SpeculativeDraftRunner,
+    StepCosts,
+    StepOutcome,
+    fixed_costs,
 )
-from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
-from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner, PromptLookupMethod
-from etspec.runtime.speculative.shapes import StepOutcome, TreeShape
 
 if TYPE_CHECKING:
-    from etspec.runtime.loading import RunnerSpec
-    from etspec.runtime.speculative.costs import CostProbe
+    from etspec.runtime.spec import RunnerSpec
+    from etspec.runtime.speculative.step import CostProbe
 
 # Step times kept per arm: recent ones, so a machine that slows down is followed.
 _RECENT_STEPS = 32
@@ -213,7 +215,7 @@ class CombinedDraftRunner(SpeculativeDraftRunner):
             if pending.ngram:
                 seconds = self._fixed.verify_s[pending.width]
             else:
-                seconds = self._fixed.predict(pending.shape, self.widths)
+                seconds = self._fixed.predict(pending.shape.cost, self.widths)
         learned.steps += 1
         learned.add_seconds(pending.arm, seconds)
         if pending.ngram:
@@ -230,7 +232,7 @@ class CombinedMethod(DraftMethod):
     name = COMBINED_METHOD
     help = "an EAGLE-3 draft (--draft) and prompt lookup, the better one each step"
     draft_program = True
-    options = frozenset({"draft_window", "ngram"})
+    in_cpp = True
 
     def speculates(self, spec: RunnerSpec) -> bool:
         return spec.draft is not None
@@ -246,10 +248,4 @@ class CombinedMethod(DraftMethod):
         lookup = PromptLookupDraftRunner(
             target.metadata.vocab_size, *PromptLookupMethod.ngram(spec)
         )
-        return CombinedDraftRunner(Eagle3DraftRunner(draft, spec.draft_window), lookup)
-
-    def cpp_args(self, spec: RunnerSpec) -> list[str] | None:
-        window = [] if spec.draft_window is None else ["--draft-window", str(spec.draft_window)]
-        hi, lo = PromptLookupMethod.ngram(spec)
-        return ["--draft", str(spec.draft), "--draft-method", self.name, *window,
-                "--max-ngram", str(hi), "--min-ngram", str(lo)]  # fmt: skip
+        return CombinedDraftRunner(Eagle3DraftRunner(draft, spec.option("draft_window")), lookup)

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field, replace
 from etspec.contract import AUTO_REMEASURE_AFTER, AUTO_TIME_PRIOR_STEPS, message
 from etspec.errors import EtspecError
 from etspec.runtime.sampling import Sampler
-from etspec.runtime.speculative.costs import StepCosts, fixed_costs
-from etspec.runtime.speculative.shapes import ChainShape, StepOutcome, TreePolicy, TreeShape
+from etspec.runtime.speculative.shapes import ChainShape, TreePolicy, TreeShape
+from etspec.runtime.speculative.step import StepCosts, StepOutcome, fixed_costs
 
 
 @dataclass
@@ -177,7 +177,7 @@ class AutoTree(TreePolicy):
     def _predicted_seconds(self, shape: TreeShape) -> float:
         if self.costs is None:
             return 0.0
-        return self.costs.predict(shape, self.widths) + self._overhead(shape)
+        return self.costs.predict(shape.cost, self.widths) + self._overhead(shape)
 
     def step_seconds(self, shape: TreeShape) -> float:
         """Mean step time: measured, with the prediction counted as ``AUTO_TIME_PRIOR_STEPS``
@@ -251,7 +251,7 @@ class AutoTree(TreePolicy):
         self._total += 1
         self.records[shape.name].add(step.emitted, step.seconds)
         if self.costs is not None:
-            extra = step.seconds - self.costs.predict(shape, self.widths)
+            extra = step.seconds - self.costs.predict(shape.cost, self.widths)
             self._extra[isinstance(shape, ChainShape)].append(extra)
         if isinstance(shape, ChainShape) and shape.length:  # drafting nothing teaches nothing
             self.chains.observe(step.height, step.accepted, step.allowed)
@@ -272,7 +272,7 @@ class AutoTree(TreePolicy):
                 "steps": rec.steps,
                 "tokens_per_s": rec.rate,
                 "estimated_tokens_per_s": self.estimate(s),
-                "predicted_step_s": self.costs.predict(s, self.widths) if self.costs else 0.0,
+                "predicted_step_s": self.costs.predict(s.cost, self.widths) if self.costs else 0.0,
             }
         return out
 
@@ -289,4 +289,4 @@ class SeededAutoTree(AutoTree):
 
     def observe(self, shape: TreeShape, step: StepOutcome) -> None:
         assert self.costs is not None
-        super().observe(shape, replace(step, seconds=self.costs.predict(shape, self.widths)))
+        super().observe(shape, replace(step, seconds=self.costs.predict(shape.cost, self.widths)))

@@ -3,7 +3,9 @@ method's own file beside its runner, and listed once in ``registry.py``.
 
 A new drafter is one new file (its ``SpeculativeDraftRunner`` and a ``DraftMethod``) and one
 registry line: loading, the CLI's ``--draft-method`` choices and help, the cost probes of
-``--tree auto`` and the C++ runner's arguments all read the record.
+``--tree auto`` and the C++ bridge all read the record. An option of the method is a row of
+``contract.RUN_SETTINGS`` naming it as an owner, and a field of ``runtime/spec.py``'s
+``RunnerSpec`` (docs/architecture.md has a worked example).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from etspec.runtime.program import Program
 from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 
 if TYPE_CHECKING:
-    from etspec.runtime.loading import RunnerSpec
+    from etspec.runtime.spec import RunnerSpec
 
 
 class DraftMethod(ABC):
@@ -27,8 +29,8 @@ class DraftMethod(ABC):
     aliases: ClassVar[tuple[str, ...]] = ()
     #: Whether ``--draft`` names a draft program of the method's own (.pte or checkpoint).
     draft_program: ClassVar[bool] = False
-    #: ``RunnerSpec`` fields only this method reads (e.g. ``ngram``), refused with others.
-    options: ClassVar[frozenset[str]] = frozenset()
+    #: Whether the C++ runner has this method too (under the same name and options).
+    in_cpp: ClassVar[bool] = False
 
     def speculates(self, spec: RunnerSpec) -> bool:
         """Whether ``spec`` asks for speculation at all (EAGLE-3 without a draft: no)."""
@@ -46,7 +48,3 @@ class DraftMethod(ABC):
         self, spec: RunnerSpec, target: Program, draft: Program | None
     ) -> SpeculativeDraftRunner:
         """The draft runner over the loaded programs."""
-
-    def cpp_args(self, spec: RunnerSpec) -> list[str] | None:
-        """The C++ runner's arguments for this method; None: the C++ runner lacks it."""
-        return None

@@ -25,8 +25,9 @@ import torch
 from etspec.contract import message
 from etspec.errors import EtspecError
 from etspec.runtime.sampling import Sampler
-from etspec.runtime.speculative.draft_runner import Proposal
-from etspec.runtime.speculative.shapes import Expander, ShapeCost, TreeShape, top
+from etspec.runtime.spec import TreeSettings
+from etspec.runtime.speculative.shapes import Expander, TreeShape, top
+from etspec.runtime.speculative.step import Proposal, ShapeCost
 from etspec.runtime.speculative.tree import TreeError
 
 # Config names other projects use for the same three knobs, and how they map onto ours.
@@ -50,6 +51,11 @@ class DynamicTree(TreeShape):
         self.topk = topk
         self.total_tokens = total_tokens
         self.name = f"dynamic-d{depth}k{topk}t{total_tokens}"
+
+    def settings(self) -> TreeSettings | None:
+        return TreeSettings(
+            "dynamic", depth=self.depth, topk=self.topk, total_tokens=self.total_tokens
+        )
 
     @staticmethod
     def knobs(config: Mapping[str, Any]) -> dict[str, int]:

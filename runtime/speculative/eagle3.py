@@ -41,18 +41,14 @@ from etspec.errors import EtspecError
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
 from etspec.runtime.speculative.draft_method import DraftMethod
-from etspec.runtime.speculative.draft_runner import (
-    Acceptance,
-    DraftCosts,
-    Proposal,
-    SpeculativeDraftRunner,
-)
+from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 from etspec.runtime.speculative.eagle3_expansion import DraftGeometry, DraftRoot, Eagle3Expansion
 from etspec.runtime.speculative.shapes import TreeShape
+from etspec.runtime.speculative.step import Acceptance, DraftCosts, Proposal
 
 if TYPE_CHECKING:
-    from etspec.runtime.loading import RunnerSpec
-    from etspec.runtime.speculative.costs import CostProbe
+    from etspec.runtime.spec import RunnerSpec
+    from etspec.runtime.speculative.step import CostProbe
 
 
 class Eagle3DraftRunner(SpeculativeDraftRunner):
@@ -238,21 +234,17 @@ class Eagle3Method(DraftMethod):
     name = EAGLE3
     help = "an EAGLE-3 draft (--draft)"
     draft_program = True
-    options = frozenset({"draft_window"})
+    in_cpp = True
 
     def speculates(self, spec: RunnerSpec) -> bool:
         return spec.draft is not None
 
     def check(self, spec: RunnerSpec) -> None:
-        if spec.draft_window is not None and spec.draft is None:
+        if spec.option("draft_window") is not None and spec.draft is None:
             raise EtspecError(message("window_needs_draft"))
 
     def runner(
         self, spec: RunnerSpec, target: Program, draft: Program | None
     ) -> SpeculativeDraftRunner:
         assert draft is not None
-        return Eagle3DraftRunner(draft, spec.draft_window)
-
-    def cpp_args(self, spec: RunnerSpec) -> list[str] | None:
-        window = [] if spec.draft_window is None else ["--draft-window", str(spec.draft_window)]
-        return ["--draft", str(spec.draft), *window]
+        return Eagle3DraftRunner(draft, spec.option("draft_window"))

@@ -30,17 +30,13 @@ from etspec.errors import EtspecError
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
 from etspec.runtime.speculative.draft_method import DraftMethod
-from etspec.runtime.speculative.draft_runner import (
-    Acceptance,
-    DraftCosts,
-    Proposal,
-    SpeculativeDraftRunner,
-)
+from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 from etspec.runtime.speculative.shapes import TreeShape
+from etspec.runtime.speculative.step import Acceptance, DraftCosts, Proposal
 
 if TYPE_CHECKING:
-    from etspec.runtime.loading import RunnerSpec
-    from etspec.runtime.speculative.costs import CostProbe
+    from etspec.runtime.spec import RunnerSpec
+    from etspec.runtime.speculative.step import CostProbe
 
 
 class Gemma4AssistantDraftRunner(SpeculativeDraftRunner):
@@ -163,6 +159,7 @@ class Gemma4AssistantMethod(DraftMethod):
         "the Gemma 4 assistant exported into the target (with --reference, --draft is the "
         "assistant's checkpoint folder)"
     )
+    in_cpp = True
 
     def check(self, spec: RunnerSpec) -> None:
         if not spec.reference and spec.draft is not None:
@@ -179,6 +176,3 @@ class Gemma4AssistantMethod(DraftMethod):
         self, spec: RunnerSpec, target: Program, draft: Program | None
     ) -> SpeculativeDraftRunner:
         return Gemma4AssistantDraftRunner(target)
-
-    def cpp_args(self, spec: RunnerSpec) -> list[str] | None:
-        return ["--draft-method", self.name]

@@ -13,13 +13,10 @@ from etspec.runtime.generator import GenerationContext, TokenSink
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler, check_replayable
 from etspec.runtime.speculative.costs import measure_costs
-from etspec.runtime.speculative.draft_runner import (
-    Acceptance,
-    Proposal,
-    SpeculativeDraftRunner,
-)
+from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 from etspec.runtime.speculative.kv_cache import SpecKVCacheManager, check_kv_strategy
-from etspec.runtime.speculative.shapes import ChainShape, StepOutcome, TreePolicy, TreeShape
+from etspec.runtime.speculative.shapes import ChainShape, TreePolicy, TreeShape
+from etspec.runtime.speculative.step import Acceptance, Proposal, StepOutcome
 from etspec.runtime.speculative.tree import DraftTree
 from etspec.runtime.speculative.verifier import Verifier
 

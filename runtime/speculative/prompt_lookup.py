@@ -16,11 +16,12 @@ from etspec.errors import EtspecError
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
 from etspec.runtime.speculative.draft_method import DraftMethod
-from etspec.runtime.speculative.draft_runner import Acceptance, Proposal, SpeculativeDraftRunner
+from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 from etspec.runtime.speculative.shapes import TreeShape
+from etspec.runtime.speculative.step import Acceptance, Proposal
 
 if TYPE_CHECKING:
-    from etspec.runtime.loading import RunnerSpec
+    from etspec.runtime.spec import RunnerSpec
 
 
 class PromptLookupDraftRunner(SpeculativeDraftRunner):
@@ -74,7 +75,7 @@ class PromptLookupMethod(DraftMethod):
     name = PROMPT_LOOKUP_METHOD
     help = "n-gram lookup in the text so far (vLLM's ngram), no --draft"
     aliases = ("ngram",)
-    options = frozenset({"ngram"})
+    in_cpp = True
 
     def check(self, spec: RunnerSpec) -> None:
         if spec.draft is not None:
@@ -89,9 +90,5 @@ class PromptLookupMethod(DraftMethod):
     def ngram(spec: RunnerSpec) -> tuple[int, int]:
         """(longest, shortest) n-gram: the given ones, else DEFAULT_MAX_NGRAM (or the
         shortest, if larger) and 1."""
-        lo, hi = spec.ngram
+        lo, hi = spec.option("min_ngram"), spec.option("max_ngram")
         return hi or max(DEFAULT_MAX_NGRAM, lo or 1), lo or 1
-
-    def cpp_args(self, spec: RunnerSpec) -> list[str] | None:
-        hi, lo = self.ngram(spec)
-        return ["--draft-method", self.name, "--max-ngram", str(hi), "--min-ngram", str(lo)]

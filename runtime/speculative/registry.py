@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from etspec.contract import DEFAULT_DRAFT_METHOD
 from etspec.errors import EtspecError
 from etspec.runtime.speculative.combined import CombinedMethod
 from etspec.runtime.speculative.draft_method import DraftMethod
@@ -13,7 +14,9 @@ DRAFT_METHODS: dict[str, DraftMethod] = {
     m.name: m
     for m in (Eagle3Method(), PromptLookupMethod(), CombinedMethod(), Gemma4AssistantMethod())
 }
-DEFAULT_DRAFT_METHOD = "eagle3"
+
+
+__all__ = ["DEFAULT_DRAFT_METHOD", "DRAFT_METHODS", "aliases", "draft_method", "register"]
 
 
 def register(method: DraftMethod) -> DraftMethod:

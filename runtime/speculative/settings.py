@@ -1,29 +1,25 @@
-"""The ``--tree`` settings and shape names: one parser for every name a shape is given
-(``chain3``, ``N7``, ``D3xBF2``, ``dynamic-d3k4t16``), the inverse of each shape's ``name``."""
+"""The ``--tree`` policies: the one a ``TreeSettings`` asks for, the candidates of ``auto``,
+and one parser for every name a shape is given (``chain3``, ``N7``, ``D3xBF2``,
+``dynamic-d3k4t16``), the inverse of each shape's ``name``."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from etspec.contract import (
     AUTO_MAX_CHAIN,
-    DEFAULT_CHAIN_LENGTH,
     DEFAULT_DYNAMIC_TOPK,
     NO_DRAFT_SHAPE,
     ROW_QUANTIZED_DTYPES,
     STATIC_TREE_MAX_NODES,
     TargetMetadata,
     default_dynamic_depth,
-    message,
 )
-from etspec.errors import EtspecError
+from etspec.runtime.spec import TreeSettings
 from etspec.runtime.speculative.dispatcher import AutoTree
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.shapes import ChainShape, NoDraftShape, TreePolicy, TreeShape
 from etspec.runtime.speculative.static_tree import StaticTree
-
-TREE_MODES = ("chain", "static", "dynamic", "auto")
 
 
 def parse_shape(name: str) -> TreeShape:
@@ -67,36 +63,22 @@ def auto_candidates(target: TargetMetadata, branching: bool) -> list[TreeShape]:
     return list(shapes.values())
 
 
-@dataclass(frozen=True)
-class TreeSettings:
-    """User-facing tree options (``--tree`` and friends), resolved per artifact."""
-
-    mode: str = "auto"
-    num_spec_tokens: int = DEFAULT_CHAIN_LENGTH  # chain length
-    static_tree: str | None = None  # D3xBF2 / N8 / JSON choices (default: N fills K - 1)
-    depth: int | None = None  # dynamic: expansion passes (EAGLE repo); default from K
-    topk: int | None = None
-    total_tokens: int | None = None  # dynamic: nodes incl. the root; default K
-
-    def policy(self, target: TargetMetadata, branching: bool) -> TreePolicy:
-        if self.mode not in TREE_MODES:
-            raise EtspecError(
-                message(
-                    "unknown_choice", what="--tree", value=self.mode, choices=", ".join(TREE_MODES)
-                )
-            )
-        if self.mode == "chain":
-            return ChainShape(self.num_spec_tokens)
-        if self.mode == "static":
-            if self.static_tree is None:
-                nodes = min(target.verify_width - 1, STATIC_TREE_MAX_NODES)
-                return StaticTree.pruned(max(1, nodes))
-            return StaticTree.parse(self.static_tree, target.verify_width)
-        if self.mode == "dynamic":
-            base = default_dynamic(target.verify_width)
-            return DynamicTree(
-                depth=base.depth if self.depth is None else self.depth,
-                topk=base.topk if self.topk is None else self.topk,
-                total_tokens=base.total_tokens if self.total_tokens is None else self.total_tokens,
-            )
-        return AutoTree(auto_candidates(target, branching), target.verify_widths)
+def tree_policy(settings: TreeSettings, target: TargetMetadata, branching: bool) -> TreePolicy:
+    """The policy ``settings`` ask for on ``target`` (``branching``: the drafter can grow
+    trees; else auto considers chains only)."""
+    if settings.mode == "chain":
+        return ChainShape(settings.num_spec_tokens)
+    if settings.mode == "static":
+        if settings.static_tree is None:
+            nodes = min(target.verify_width - 1, STATIC_TREE_MAX_NODES)
+            return StaticTree.pruned(max(1, nodes))
+        return StaticTree.parse(settings.static_tree, target.verify_width)
+    if settings.mode == "dynamic":
+        base = default_dynamic(target.verify_width)
+        depth, topk, total = settings.dynamic_depth, settings.topk, settings.total_tokens
+        return DynamicTree(
+            depth=base.depth if depth is None else depth,
+            topk=base.topk if topk is None else topk,
+            total_tokens=base.total_tokens if total is None else total,
+        )
+    return AutoTree(auto_candidates(target, branching), target.verify_widths)

@@ -14,18 +14,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import torch
 
 from etspec.contract import NO_DRAFT_SHAPE, message
 from etspec.errors import EtspecError
 from etspec.runtime.sampling import Sampler, TokenDist, greedy_id
-from etspec.runtime.speculative.draft_runner import Proposal
-
-if TYPE_CHECKING:
-    from etspec.runtime.speculative.costs import StepCosts
+from etspec.runtime.spec import TreeSettings
+from etspec.runtime.speculative.step import Proposal, ShapeCost, StepCosts, StepOutcome
 
 
 class Expander(Protocol):
@@ -49,36 +46,6 @@ class Expander(Protocol):
         """Feed nodes (target-vocabulary ``tokens``, children of handles ``parents``);
         returns the logits [n, Vd] of each fed node's children."""
         ...
-
-
-@dataclass(frozen=True)
-class ShapeCost:
-    """What a shape asks of the programs per step, for budget checks and cost models."""
-
-    max_nodes: int  # draft nodes verified (the verify width needed is this + 1)
-    max_height: int  # deepest node: most draft tokens one step can accept
-    fed_nodes: int  # nodes fed to the draft model (draft scratch slots needed)
-    levels: int  # draft expansion levels (calls, when a level fits one step width)
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    """What one speculative step did, as a tree policy learns it."""
-
-    height: int  # depth of the deepest drafted node (0: nothing was drafted)
-    accepted: int  # draft tokens accepted (the step emitted one more)
-    seconds: float  # wall time of the step: draft, verify, accept, commit
-    # How deep the step could have drafted (its shape, capped by the token budget); a
-    # drafter that offered less (prompt lookup's match ran out) ended the chain itself.
-    # None: ``height``.
-    allowed: int | None = None
-    # False when the draft runner proposed something other than the shape asked for
-    # (``Proposal.label``): the step then teaches a tree policy nothing about the shape.
-    follows_shape: bool = True
-
-    @property
-    def emitted(self) -> int:
-        return self.accepted + 1
 
 
 class TreePolicy(ABC):
@@ -132,6 +99,11 @@ class TreeShape(TreePolicy):
     def choose(self) -> TreeShape:
         return self
 
+    def settings(self) -> TreeSettings | None:
+        """The ``--tree`` settings that make this shape (what the C++ runner is passed);
+        None: no settings do (the step that drafts nothing)."""
+        return None
+
     def __str__(self) -> str:
         return self.name
 
@@ -154,6 +126,9 @@ class ChainShape(TreeShape):
     @property
     def cost(self) -> ShapeCost:
         return ShapeCost(self.length, self.length, self.length - 1, self.length - 1)
+
+    def settings(self) -> TreeSettings | None:
+        return TreeSettings("chain", num_spec_tokens=self.length)
 
     def grow(self, expander: Expander, max_height: int, sampler: Sampler) -> Proposal:
         n = min(self.length, max_height)
@@ -181,6 +156,9 @@ class NoDraftShape(ChainShape):
     def __init__(self) -> None:
         self.length = 0
         self.name = NO_DRAFT_SHAPE
+
+    def settings(self) -> TreeSettings | None:
+        return None
 
     @property
     def cost(self) -> ShapeCost:

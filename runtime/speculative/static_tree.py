@@ -22,8 +22,9 @@ from collections.abc import Iterable, Sequence
 from etspec.contract import DEFAULT_RANK_ACCEPT, message, quote
 from etspec.errors import EtspecError
 from etspec.runtime.sampling import Sampler
-from etspec.runtime.speculative.draft_runner import Proposal
-from etspec.runtime.speculative.shapes import Expander, ShapeCost, TreeShape, top
+from etspec.runtime.spec import TreeSettings
+from etspec.runtime.speculative.shapes import Expander, TreeShape, top
+from etspec.runtime.speculative.step import Proposal, ShapeCost
 
 Path = tuple[int, ...]
 
@@ -59,6 +60,12 @@ class StaticTree(TreeShape):
                 raise EtspecError(message("tree_choice_parent", path=list(p), parent=list(p[:-1])))
         self.choices: list[Path] = paths
         self.name = name or f"static{len(paths)}"
+
+    def settings(self) -> TreeSettings | None:
+        # Its name where the name parses back into it (N7, D3xBF2: stats keep that name).
+        named = re.fullmatch(r"N\d+|D\d+xBF\d+", self.name) is not None
+        tree = self.name if named else json.dumps([list(p) for p in self.choices])
+        return TreeSettings("static", static_tree=tree)
 
     @classmethod
     def full(cls, depth: int, branching: int, width: int | None = None) -> StaticTree:

@@ -20,14 +20,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from etspec.contract import DEFAULT_KV_STRATEGY, SERVE_FIELDS
+from etspec.contract import SERVE_FIELDS
 from etspec.errors import EtspecError
+from etspec.runtime.loading import method_of, speculates
 from etspec.runtime.runner import GenerationResult, TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
-from etspec.runtime.speculative.dynamic_tree import DynamicTree
-from etspec.runtime.speculative.settings import TreeSettings, parse_shape
-from etspec.runtime.speculative.shapes import ChainShape
-from etspec.runtime.speculative.static_tree import StaticTree
+from etspec.runtime.spec import RunnerSpec, TreeSettings
+from etspec.runtime.speculative.shapes import TreeShape
 from etspec.runtime.stats import GenerationStats
 from etspec.tools.peers.base import OutsidePeer
 
@@ -52,9 +51,26 @@ def check_runner(binary: Path) -> None:
         raise EtspecError(f"{binary} is not the etspec C++ runner; {fix}")
 
 
+def method_args(spec: RunnerSpec) -> list[str] | None:
+    """The binary's arguments for ``spec``'s draft and method options (the flags of
+    ``RunnerSpec.flags``, from ``contract.RUN_SETTINGS``); None: target-only, or a method the
+    C++ runner lacks."""
+    if not speculates(spec) or not method_of(spec).in_cpp:
+        return None
+    return [*(["--draft", str(spec.draft)] if spec.draft is not None else []), *spec.flags()]
+
+
+def tree_args(tree: TreeSettings | TreeShape) -> list[str] | None:
+    """The binary's arguments for a tree mode's settings or a fixed shape (chain3, N7,
+    dynamic-d3k4t16); None: the binary cannot be asked for it (the step that drafts
+    nothing)."""
+    settings = tree if isinstance(tree, TreeSettings) else tree.settings()
+    return None if settings is None else settings.flags()
+
+
 class CppRunner(OutsidePeer):
-    """One configuration of the binary: target-only, or speculative with ``tree_args``
-    (``--tree chain --num-spec-tokens 3``, ``--tree static --static-tree N7``, ...)."""
+    """One configuration of the binary: target-only, or speculative with ``method_args`` and
+    ``tree_args`` (``--tree chain --num-spec-tokens 3``, ``--tree static --static-tree N7``)."""
 
     def __init__(
         self,
@@ -63,53 +79,20 @@ class CppRunner(OutsidePeer):
         base: TextLLMRunner,
         method_args: Sequence[str] = (),
         tree_args: Sequence[str] = (),
-        kv_strategy: str = DEFAULT_KV_STRATEGY,
     ) -> None:
-        """``method_args``: the draft method's arguments (``DraftMethod.cpp_args``); none:
-        target-only."""
+        """``method_args``: ``method_args(spec)``; none: target-only."""
         check_runner(binary)
         self.binary, self.target = binary, target
         self.method_args, self.tree_args = list(method_args), list(tree_args)
-        self.kv_strategy = kv_strategy
         self._proc: subprocess.Popen[str] | None = None
         self._stderr: IO[str] | None = None
         super().__init__(base)
-
-    @staticmethod
-    def tree_args_for(name: str, settings: TreeSettings) -> list[str] | None:
-        """The binary's arguments for a bench tree name (a mode or a shape name)."""
-        if name == "auto":
-            return ["--tree", "auto"]
-        if name == "chain":
-            return ["--tree", "chain", "--num-spec-tokens", str(settings.num_spec_tokens)]
-        if name == "dynamic":
-            knobs = {"--depth": settings.depth, "--draft-topk": settings.topk}
-            knobs["--total-tokens"] = settings.total_tokens
-            return [
-                "--tree",
-                "dynamic",
-                *(a for k, v in knobs.items() if v is not None for a in (k, str(v))),
-            ]
-        if name == "static":
-            extra = ["--static-tree", settings.static_tree] if settings.static_tree else []
-            return ["--tree", "static", *extra]
-        shape = parse_shape(name)
-        if isinstance(shape, ChainShape):
-            return ["--tree", "chain", "--num-spec-tokens", str(shape.length)]
-        if isinstance(shape, StaticTree):
-            return ["--tree", "static", "--static-tree", name]
-        if isinstance(shape, DynamicTree):
-            return [
-                "--tree", "dynamic", "--depth", str(shape.depth), "--draft-topk",
-                str(shape.topk), "--total-tokens", str(shape.total_tokens),
-            ]  # fmt: skip
-        return None
 
     def command(self) -> list[str]:
         """The binary's command line: one serving process for every generation."""
         cmd = [str(self.binary), "--target", str(self.target), "--serve"]
         if self.method_args:
-            cmd += [*self.method_args, *self.tree_args, "--kv", self.kv_strategy]
+            cmd += [*self.method_args, *self.tree_args]
         return cmd
 
     @staticmethod

@@ -1,15 +1,12 @@
 // etspec_runner: run an etspec .pte pair without Python; a thin CLI over the library
 // (runner.h), with `etspec generate`'s options.
 //
-//   etspec_runner --target T.pte [--draft D.pte [--draft-method combined] |
-//       --draft-method gemma4-assistant | --draft-method prompt-lookup]
-//       [--min-ngram 1] [--max-ngram 3] [--draft-window N]
-//       (--prompt TEXT | --prompt-file PATH | --prompt-ids 1,2,3) [--max-new-tokens 128]
-//       [--tree auto|chain|static|dynamic] [--num-spec-tokens 3] [--static-tree N8|D3xBF2|JSON]
-//       [--depth N | --num-steps N] [--draft-topk K] [--total-tokens T]
-//       [--kv position-overwrite|scratch-commit]
-//       [--temperature 0] [--top-k 0] [--top-p 1] [--seed N] [--num-samples 1]
-//       [--ignore-eos] [--print-ids] [--no-weight-cache] [--json] [--verbose]
+//   etspec_runner --target T.pte [--draft D.pte] (--prompt TEXT | --prompt-file PATH |
+//       --prompt-ids 1,2,3) [--tree auto] [--temperature 0.8] ...
+//
+// The run settings (--tree and its knobs, --draft-method and its options, --kv, sampling)
+// are the rows of contract::kRunSettings, generated from etspec/contract.py's RUN_SETTINGS:
+// parsed, checked and listed by --help from that table (apply_settings below).
 //
 // Streams the generated text to stdout as it completes (ids with --print-ids, or when the
 // target carries no tokenizer this runtime reads), then a summary line on stderr; with
@@ -21,6 +18,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <cstdio>
 #include <algorithm>
@@ -43,6 +41,7 @@
 #include "logs.h"
 #include "runner.h"
 #include "sampler.h"
+#include "speculative/settings.h"
 
 namespace {
 
@@ -50,18 +49,24 @@ struct UsageError : etspec::Error {
   using etspec::Error::Error;
 };
 
-const char* kUsage =
-    "usage: etspec_runner --target T.pte [--draft D.pte [--draft-method combined] | "
-    "--draft-method gemma4-assistant | --draft-method prompt-lookup] [--min-ngram N] "
-    "[--max-ngram N] [--draft-window N] "
-    "(--prompt TEXT | --prompt-file PATH | --prompt-ids 1,2,3) "
-    "[--max-new-tokens N] [--tree auto|chain|static|dynamic] [--num-spec-tokens N] "
-    "[--static-tree SPEC] [--depth N] [--draft-topk K] [--total-tokens T] "
-    "[--kv position-overwrite|scratch-commit] [--temperature T] [--top-k K] [--top-p P] "
-    "[--seed N] [--num-samples N] [--ignore-eos] [--print-ids] [--no-weight-cache] [--json] "
-    "[--serve] [--verbose]";
+// One line: the command's own options, then every run setting (contract::kRunSettings).
+std::string usage() {
+  std::string line =
+      "usage: etspec_runner --target T.pte [--draft D.pte] "
+      "(--prompt TEXT | --prompt-file PATH | --prompt-ids 1,2,3) [--max-new-tokens N] "
+      "[--num-samples N] [--ignore-eos] [--print-ids] [--json] [--serve] [--verbose]";
+  for (const auto& row : etspec::contract::kRunSettings) {
+    std::string value = *row.choices ? row.choices : "N";
+    std::replace(value.begin(), value.end(), ',', '|');
+    const std::string kind = row.kind;
+    if (kind == "text") value = "SPEC";
+    if (kind == "method") value = "METHOD";
+    line += std::string(" [") + row.flag + (kind == "flag" ? "" : " " + value) + "]";
+  }
+  return line;
+}
 
-// --help only: error lines carry kUsage, which must stay one line.
+// --help only: error lines carry usage(), which must stay one line.
 const char* kHelpNotes =
     "--tree defaults to auto (the dispatcher: chains and trees chosen by measured cost and "
     "observed acceptance), as in `etspec generate`.\n"
@@ -155,11 +160,6 @@ std::string read_prompt_file(const std::string& path) {
         "prompt_file_not_utf8", {{"path", path}, {"byte", byte}, {"offset", std::to_string(*bad)}}));
   }
   return text;
-}
-
-std::optional<int64_t> optional_int(std::map<std::string, std::string>& opt, const std::string& flag) {
-  if (!opt.count(flag)) return std::nullopt;
-  return number<int64_t>(flag, opt[flag]);
 }
 
 void report(const etspec::Result& result, bool json);
@@ -311,10 +311,45 @@ int serve_requests(etspec::Runner& runner, const etspec::GenerationConfig& defau
   return 0;
 }
 
+// Each contract::kRunSettings value given, into the options it sets (by its field name).
+void apply_settings(std::map<std::string, std::string>& opt, etspec::LoadOptions& load,
+                    etspec::SamplingConfig& sampling) {
+  const auto count = [&](const char* flag) { return number<int64_t>(flag, opt[flag]); };
+  const std::map<std::string, std::function<void(const char*)>> fields = {
+      {"spec.draft_method", [&](const char* f) { load.draft_method = opt[f]; }},
+      {"spec.kv_strategy", [&](const char* f) { load.kv_strategy = opt[f]; }},
+      {"spec.weight_cache", [&](const char*) { load.weight_cache = false; }},
+      {"tree.mode", [&](const char* f) { load.tree.mode = opt[f]; }},
+      {"tree.num_spec_tokens", [&](const char* f) { load.tree.num_spec_tokens = count(f); }},
+      {"tree.static_tree", [&](const char* f) { load.tree.static_tree = opt[f]; }},
+      {"tree.depth", [&](const char* f) { load.tree.depth = count(f); }},
+      {"tree.num_steps", [&](const char* f) { load.tree.num_steps = count(f); }},
+      {"tree.topk", [&](const char* f) { load.tree.topk = count(f); }},
+      {"tree.total_tokens", [&](const char* f) { load.tree.total_tokens = count(f); }},
+      {"sampling.temperature",
+       [&](const char* f) { sampling.temperature = number<double>(f, opt[f]); }},
+      {"sampling.top_k", [&](const char* f) { sampling.top_k = count(f); }},
+      {"sampling.top_p", [&](const char* f) { sampling.top_p = number<double>(f, opt[f]); }},
+      {"sampling.seed",
+       [&](const char* f) {
+         sampling.seed = number<uint64_t>(f, opt[f]);
+         sampling.seeded = true;
+       }},
+  };
+  for (const auto& row : etspec::contract::kRunSettings) {
+    if (!opt.count(row.flag)) continue;
+    const std::string field = row.field;
+    if (field.rfind("method.", 0) == 0) {  // a draft method's own option: by its name
+      load.draft.values[field.substr(7)] = count(row.flag);
+    } else {
+      fields.at(field)(row.flag);
+    }
+  }
+}
+
 int run(int argc, char** argv) {
   std::map<std::string, std::string> opt;
   bool json = false, print_ids = false, serve = false;
-  std::optional<bool> weight_cache;  // the library's default: on unless the env says off
   etspec::GenerationConfig config;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -328,29 +363,28 @@ int run(int argc, char** argv) {
       print_ids = true;
     } else if (a == "--serve") {
       serve = true;
-    } else if (a == "--no-weight-cache") {
-      weight_cache = false;
+    } else if (const auto* row = etspec::run_setting(canonical(a));
+               row != nullptr && std::string(row->kind) == "flag") {
+      opt[row->flag] = "";  // a flag setting (--no-weight-cache): present, no value
     } else if (a == "-h" || a == "--help") {
-      std::cout << kUsage << "\n" << kHelpNotes << "\n";
+      std::cout << usage() << "\n" << kHelpNotes << "\n";
       return 0;
     } else if (a.rfind("--", 0) == 0 && i + 1 < argc) {
       opt[canonical(a)] = argv[++i];
     } else {
-      throw UsageError("unexpected argument '" + a + "'; " + kUsage);
+      throw UsageError("unexpected argument '" + a + "'; " + usage());
     }
   }
-  static const char* known[] = {
-      "--target", "--draft", "--draft-method", "--prompt", "--prompt-file", "--prompt-ids",
-      "--max-new-tokens", "--tree", "--num-spec-tokens", "--static-tree", "--kv",
-      "--temperature", "--top-k", "--top-p", "--seed", "--num-samples", "--min-ngram",
-      "--max-ngram", "--draft-window", "--depth", "--num-steps", "--draft-topk",
-      "--total-tokens"};
+  // Options of this command line only; every run setting is a contract::kRunSettings row.
+  static const char* command_options[] = {"--target",     "--draft",          "--prompt",
+                                          "--prompt-file", "--prompt-ids", "--max-new-tokens",
+                                          "--num-samples"};
   for (const auto& [k, v] : opt) {
-    bool ok = false;
-    for (const char* n : known) ok = ok || k == n;
-    if (!ok) throw UsageError("unknown option " + k + "; " + kUsage);
+    bool ok = etspec::run_setting(k) != nullptr;
+    for (const char* n : command_options) ok = ok || k == n;
+    if (!ok) throw UsageError("unknown option " + k + "; " + usage());
   }
-  if (!opt.count("--target")) throw UsageError(std::string("--target is required; ") + kUsage);
+  if (!opt.count("--target")) throw UsageError(std::string("--target is required; ") + usage());
   const int prompts = opt.count("--prompt") + opt.count("--prompt-file") + opt.count("--prompt-ids");
   if (serve && prompts) {
     throw UsageError("--serve reads its prompts from stdin; drop --prompt/--prompt-file/--prompt-ids");
@@ -373,56 +407,38 @@ int run(int argc, char** argv) {
       throw UsageError(etspec::message("max_new_tokens_low", {{"value", opt["--max-new-tokens"]}}));
     }
   }
-  namespace contract = etspec::contract;
   etspec::LoadOptions load;
-  load.weight_cache = weight_cache;
-  if (opt.count("--draft-method")) load.draft_method = opt["--draft-method"];
-  load.draft.min_ngram = optional_int(opt, "--min-ngram");
-  load.draft.max_ngram = optional_int(opt, "--max-ngram");
-  load.draft.draft_window = optional_int(opt, "--draft-window");
-  if (opt.count("--tree")) load.tree.mode = opt["--tree"];
-  if (opt.count("--num-spec-tokens")) {
-    load.tree.num_spec_tokens = number<int64_t>("--num-spec-tokens", opt["--num-spec-tokens"]);
-    // Checked here, not only where a chain is built: under --tree auto it would be ignored.
-    if (load.tree.num_spec_tokens < 1) {
-      throw UsageError(etspec::message("chain_length", {{"value", opt["--num-spec-tokens"]}}));
-    }
-  }
-  if (opt.count("--static-tree")) load.tree.static_tree = opt["--static-tree"];
-  // Dynamic-tree knobs (EAGLE's --depth counts expansion passes, SGLang's --num-steps levels).
-  if (opt.count("--depth") && opt.count("--num-steps")) {
-    throw UsageError(etspec::message(
-        "knob_twice", {{"first", "--depth"}, {"second", "--num-steps"}, {"knob", "depth"}}));
-  }
-  load.tree.depth = optional_int(opt, "--depth");
-  if (auto steps = optional_int(opt, "--num-steps")) load.tree.depth = *steps - 1;
-  load.tree.topk = optional_int(opt, "--draft-topk");
-  load.tree.total_tokens = optional_int(opt, "--total-tokens");
-  // A tree option given with no --tree mode that uses it would be ignored without a word.
-  for (const auto& [name, mode] : contract::kTreeKnobModes) {
-    if (opt.count(name) && load.tree.mode != mode) {
-      throw UsageError(etspec::message("knob_needs_mode", {{"option", name}, {"mode", mode}}));
-    }
-  }
-  if (opt.count("--kv")) load.kv_strategy = opt["--kv"];
-  load.check(opt.count("--draft") > 0);
   auto& sampling = config.sampling;
-  if (opt.count("--temperature")) {
-    sampling.temperature = number<double>("--temperature", opt["--temperature"]);
+  apply_settings(opt, load, sampling);
+  // Each setting's minimum and owner (a --tree mode, a draft method) are checked as a
+  // library caller's are, with the Python runtime's words, before anything loads.
+  try {
+    for (const auto& row : etspec::contract::kRunSettings) {
+      if (opt.count(row.flag) && std::string(row.kind) == "int") {
+        etspec::check_minimum(row.flag, number<int64_t>(row.flag, opt[row.flag]));
+      }
+    }
+    for (const auto& [flag, value] : opt) {
+      etspec::check_owner(flag, true, load.tree.mode, load.draft_method);
+    }
+    load.tree.check();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const etspec::Error& e) {
+    throw UsageError(e.what());  // a refused option is a usage error, as in `etspec generate`
   }
-  if (opt.count("--top-k")) sampling.top_k = number<int64_t>("--top-k", opt["--top-k"]);
-  if (opt.count("--top-p")) sampling.top_p = number<double>("--top-p", opt["--top-p"]);
-  if (opt.count("--seed")) {
-    sampling.seed = number<uint64_t>("--seed", opt["--seed"]);
-    sampling.seeded = true;
-  }
+  load.check(opt.count("--draft") > 0);
   etspec::Sampler sampler(sampling);  // checks the settings before anything loads
   config.sampler = &sampler;          // --num-samples: one random stream across the samples
   int64_t samples = 1;
   if (opt.count("--num-samples")) {
     samples = number<int64_t>("--num-samples", opt["--num-samples"]);
   }
-  if (samples < 1) throw UsageError("--num-samples must be at least 1");
+  if (samples < 1) {
+    throw UsageError(etspec::message("setting_minimum", {{"option", "--num-samples"},
+                                                         {"minimum", "1"},
+                                                         {"value", opt["--num-samples"]}}));
+  }
   if (opt.count("--prompt-file")) prompt.emplace(read_prompt_file(opt["--prompt-file"]));
 
   auto runner = etspec::Runner::load(opt["--target"], opt.count("--draft") ? opt["--draft"] : "",

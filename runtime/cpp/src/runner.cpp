@@ -22,6 +22,16 @@ bool weight_cache_from_env() {
 
 void LoadOptions::check(bool has_draft) const {
   const DraftMethod& method = etspec::draft_method(draft_method);
+  for (const auto& [name, value] : draft.values) {
+    const contract::RunSetting* row = run_setting_of("method." + name);
+    if (row == nullptr) {
+      throw Error(message("unknown_choice", {{"what", "draft method option"},
+                                             {"value", name},
+                                             {"choices", method_option_names()}}));
+    }
+    check_minimum(row->flag, value);
+    check_owner(row->flag, true, "", method.name);
+  }
   method.check(has_draft, draft);
   tree.check();
   if (std::find(std::begin(contract::kKvStrategies), std::end(contract::kKvStrategies),

@@ -36,7 +36,7 @@ namespace etspec {
 // How to load: the draft method, its options, the tree and the KV strategy (RunnerSpec in
 // runtime/loading.py; the CLI flags of `etspec generate`).
 struct LoadOptions {
-  std::string draft_method = contract::kEagle3;
+  std::string draft_method = contract::kDefaultDraftMethod;
   DraftOptions draft;
   TreeSettings tree;
   std::string kv_strategy = contract::kDefaultKvStrategy;

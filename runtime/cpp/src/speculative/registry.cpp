@@ -8,51 +8,35 @@
 namespace etspec {
 namespace {
 
-void check_window(bool has_draft, const DraftOptions& o) {
-  if (!o.draft_window) return;
-  if (*o.draft_window < 1) {
-    throw Error(message("draft_window", {{"value", std::to_string(*o.draft_window)}}));
-  }
-  if (!has_draft) throw Error(message("window_needs_draft", {}));
-}
-
-void check_no_ngram(const DraftOptions& o) {
-  if (o.min_ngram || o.max_ngram) {
-    throw Error("--min-ngram/--max-ngram apply to --draft-method prompt-lookup");
-  }
-}
-
+// Which method reads which option, and each option's minimum, is the contract's
+// (RUN_SETTINGS, checked by LoadOptions::check): these refuse what the files lack.
 void check_eagle3(bool has_draft, const DraftOptions& o) {
-  check_no_ngram(o);
-  check_window(has_draft, o);
+  if (o.get("draft_window") && !has_draft) throw Error(message("window_needs_draft", {}));
 }
 
-void check_assistant(bool has_draft, const DraftOptions& o) {
+void check_assistant(bool has_draft, const DraftOptions&) {
   if (has_draft) throw Error(message("assistant_with_draft", {}));
-  check_no_ngram(o);
-  check_window(false, o);
 }
 
-void check_lookup(bool has_draft, const DraftOptions& o) {
+void check_lookup(bool has_draft, const DraftOptions&) {
   if (has_draft) throw Error(message("lookup_with_draft", {}));
-  check_window(false, o);
 }
 
-void check_combined(bool has_draft, const DraftOptions& o) {
+void check_combined(bool has_draft, const DraftOptions&) {
   if (!has_draft) throw Error(message("combined_needs_draft", {}));
-  check_window(has_draft, o);
 }
 
 std::unique_ptr<PromptLookupDraftRunner> lookup_runner(const DraftOptions& o) {
   // As `etspec generate`'s defaults (contract.DEFAULT_MAX_NGRAM).
-  const int64_t lo = o.min_ngram.value_or(1);
-  const int64_t hi = o.max_ngram.value_or(std::max<int64_t>(contract::kDefaultMaxNgram, lo));
+  const int64_t lo = o.get("min_ngram").value_or(1);
+  const int64_t hi = o.get("max_ngram").value_or(std::max<int64_t>(contract::kDefaultMaxNgram, lo));
   return std::make_unique<PromptLookupDraftRunner>(hi, lo);
 }
 
 std::unique_ptr<SpeculativeDraftRunner> make_eagle3(TargetProgram& target, DraftProgram* draft,
                                                     const DraftOptions& o) {
-  return std::make_unique<Eagle3DraftRunner>(*draft, target.meta, o.draft_window.value_or(0));
+  const int64_t window = o.get("draft_window").value_or(0);
+  return std::make_unique<Eagle3DraftRunner>(*draft, target.meta, window);
 }
 
 std::unique_ptr<SpeculativeDraftRunner> make_assistant(TargetProgram& target, DraftProgram*,

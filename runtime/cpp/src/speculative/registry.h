@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,9 +15,14 @@
 namespace etspec {
 
 // The method options a runner may use (RunnerSpec's, loading.h).
+// A draft method's own options (the `method.*` rows of contract::kRunSettings, by name:
+// "min_ngram", "draft_window"); one not given takes the method's default.
 struct DraftOptions {
-  std::optional<int64_t> draft_window;  // EAGLE-3: attend to the last N positions only
-  std::optional<int64_t> min_ngram, max_ngram;  // prompt lookup
+  std::map<std::string, int64_t> values;
+  std::optional<int64_t> get(const std::string& name) const {
+    const auto it = values.find(name);
+    return it == values.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  }
 };
 
 struct DraftMethod {

@@ -12,15 +12,29 @@
 
 namespace etspec {
 
+// contract::kRunSettings' row of `flag` (our name, not an alias); nullptr: not a setting.
+const contract::RunSetting* run_setting(const std::string& flag);
+// The row of a field ("method.min_ngram"); nullptr: none.
+const contract::RunSetting* run_setting_of(const std::string& field);
+// The draft method options' names, comma-separated (for an unknown one's message).
+std::string method_option_names();
+// Refuses a setting given with a tree mode or draft method that does not read it, or an
+// integer below its minimum: the words of Python's RunnerSpec and TreeSettings.
+void check_owner(const std::string& flag, bool given, const std::string& tree_mode,
+                 const std::string& draft_method);
+void check_minimum(const std::string& flag, std::optional<int64_t> value);
+
 struct TreeSettings {
   std::string mode = "auto";  // chain | static | dynamic | auto (the dispatcher)
   int64_t num_spec_tokens = contract::kDefaultChainLength;  // the chain's length
   std::optional<std::string> static_tree;  // D3xBF2 / N8 / JSON (default: N fills K - 1)
   std::optional<int64_t> depth;            // dynamic: expansion passes (default from K)
+  std::optional<int64_t> num_steps;        // dynamic: SGLang's name for depth + 1
   std::optional<int64_t> topk;
   std::optional<int64_t> total_tokens;     // dynamic: nodes incl. the root (default K)
 
-  // Throws Error for an unknown mode or dynamic knobs given with another mode.
+  // Throws Error for an unknown mode, a knob below its minimum or given with another mode,
+  // or both --depth and --num-steps.
   void check() const;
   // `branching`: the drafter can grow trees (else auto considers chains only).
   std::unique_ptr<TreePolicy> policy(const TargetMetadata& target, bool branching) const;
