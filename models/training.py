@@ -9,7 +9,7 @@ runtime's drafting uses: at unroll step k, the row for draft position j (fed the
 state at j and the token at j + 1 at step 0) is fed the token at j + k + 1 and its own
 output state of step k - 1, sits at RoPE position j + k, and sees the step-0 keys of
 positions 0..j plus its own keys of steps 1..k. That is exactly a depth-k chain node in
-``Eagle3DraftRunner`` after committing j + 1 rows (``tests/test_training.py`` checks it).
+``Eagle3DraftRunner`` after committing j + 1 rows (``tests/models/test_training.py`` checks it).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ with sliding layers also takes their band (``band``): the slots those layers att
 The layout is the contract's (``etspec.contract``: ``MASK_MIN``, ``mask_width``,
 ``band_start``), not a model's: the runtime builds the masks an artifact's methods take
 without importing a model definition (``models/layers`` builds the same ones for export
-and training; tests/test_properties.py checks that the two agree).
+and training; tests/runtime/test_properties.py checks that the two agree).
 """
 
 from __future__ import annotations

@@ -271,7 +271,7 @@ def test_quantized_pte_is_as_close_to_its_recipe_as_the_recipe_is_to_itself(
     itself on 89.6% of positions (mean |log-prob| change 0.069), and the .pte with the eager
     recipe on 90.6% (0.074); fp32 under such a change moves its logits by about 1e-4. The
     yardstick is that control, measured here on the eager program itself; tiny configs,
-    where the rounding does not amplify, are held to exact ids (tests/test_quantize.py)."""
+    where the rounding does not amplify, are held to exact ids (tests/models/test_quantize.py)."""
     pte = load_runners(RunnerSpec(quantized_pte))[0]
     eager = load_runners(RunnerSpec(hf_folder, reference=True, dtype=DEFAULT_DTYPE,
                                     max_seq=512, verify_widths=(4, 8, 16)))[0]  # fmt: skip

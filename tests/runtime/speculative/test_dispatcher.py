@@ -267,7 +267,7 @@ def test_auto_measures_costs_again_once_after_warm_up() -> None:
 
 # Recorded on the bundled pair: the tokens each chain7 and N7 step accepted over 164
 # HumanEval prompts, and the per-call costs of the same run (its "about" says how).
-TRACE = json.loads((Path(__file__).parent / "data" / "dispatch_trace_bundled.json").read_text())
+TRACE = json.loads((Path(__file__).parents[2] / "data" / "dispatch_trace_bundled.json").read_text())
 TRACE_COSTS = StepCosts(
     {int(w): s for w, s in TRACE["costs"]["verify_s"].items()},
     TRACE["costs"]["draft_step_s"],

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from etspec.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _sh(*cmd: str) -> subprocess.CompletedProcess[str]:

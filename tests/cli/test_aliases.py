@@ -17,7 +17,7 @@ from etspec.cli import main
 from etspec.contract import OPTION_ALIASES
 from etspec.runtime.speculative.registry import aliases as draft_method_aliases
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "3,1,4,1,5,9,2,6"
 
 

@@ -33,7 +33,7 @@ from etspec.runtime.masks import MaskLayout
 from etspec.runtime.prefill import prefill_target
 from etspec.runtime.program import PteProgram
 
-# Quantized recipes are not transformers' model; tests/test_quantize.py holds them to theirs.
+# Quantized recipes are not transformers' model; tests/models/test_quantize.py holds them to theirs.
 NAMES = [name for name, opts in EXPORT_OPTIONS.items() if opts.dtype == "fp32"]
 MODES = ["eager", "pte"]
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from etspec.runtime.tokenizer import StreamDecoder, Tokenizer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HARD_TEXTS = [
     "def f(x):\n    return x  # héllo wörld\n",
     "emoji 😀👍🏽 and flags 🇫🇷, a ZWJ family 👨‍👩‍👧",

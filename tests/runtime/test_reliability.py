@@ -199,20 +199,20 @@ def test_bad_request_cpp(files, runner_bin: Path, name: str, kwargs, words: str,
     _assert_one_line(_cpp_error(runner_bin, *args, *cpp), words)
 
 
-# Runner settings and files: (name, RunnerSpec fields, words, CLI args, C++ args). "{x}" is
-# files[x].
+# Runner settings and files: (name, RunnerSpec fields (tree: TreeSettings arguments), words,
+# CLI args, C++ args). "{x}" is files[x].
 LOADS: list[tuple[str, dict[str, Any], str, list[str] | None, list[str] | None]] = [
-    ("unknown tree mode", dict(tree=TreeSettings("bush")), "'bush'",
+    ("unknown tree mode", dict(tree=dict(mode="bush")), "'bush'",
      ["--tree", "bush"], ["--tree", "bush"]),
-    ("tree wider than verify", dict(tree=TreeSettings("chain", 9)), "verify width of 10",
+    ("tree wider than verify", dict(tree=dict(mode="chain", num_spec_tokens=9)), "verify width of 10",
      ["--tree", "chain", "--num-spec-tokens", "9"], ["--tree", "chain", "--num-spec-tokens", "9"]),
-    ("static tree wider than verify", dict(tree=TreeSettings("static", static_tree="N12")),
+    ("static tree wider than verify", dict(tree=dict(mode="static", static_tree="N12")),
      "verify width of 13", ["--tree", "static", "--static-tree", "N12"],
      ["--tree", "static", "--static-tree", "N12"]),
-    ("full tree of trillions of nodes", dict(tree=TreeSettings("static", static_tree="D12xBF12")),
+    ("full tree of trillions of nodes", dict(tree=dict(mode="static", static_tree="D12xBF12")),
      "has up to 9726655034460 draft tokens", ["--tree", "static", "--static-tree", "D12xBF12"],
      ["--tree", "static", "--static-tree", "D12xBF12"]),
-    ("pruned tree of 10^8 nodes", dict(tree=TreeSettings("static", static_tree="N100000000")),
+    ("pruned tree of 10^8 nodes", dict(tree=dict(mode="static", static_tree="N100000000")),
      "verify width of 100000001", ["--tree", "static", "--static-tree", "N100000000"],
      ["--tree", "static", "--static-tree", "N100000000"]),
     ("unknown KV strategy", dict(kv_strategy="paged"), "paged",
@@ -253,13 +253,14 @@ def test_bad_settings_and_files_python_api(
 ) -> None:  # type: ignore[no-untyped-def]
     before_files = _snapshot(files)
     before = loaded[1].generate(PROMPT, 12).token_ids
-    spec = RunnerSpec(
-        _fill(fields.get("target"), files) or files["target"],
-        _fill(fields.get("draft"), files) or files["draft"],
-        tree=fields.get("tree", TreeSettings("chain", 3)),
-        kv_strategy=fields.get("kv_strategy", "position-overwrite"),
-    )
     with pytest.raises(EtspecError) as e:
+        # A setting out of range is refused when the settings are made (TreeSettings).
+        spec = RunnerSpec(
+            _fill(fields.get("target"), files) or files["target"],
+            _fill(fields.get("draft"), files) or files["draft"],
+            tree=TreeSettings(**fields.get("tree", {"mode": "chain", "num_spec_tokens": 3})),
+            kv_strategy=fields.get("kv_strategy", "position-overwrite"),
+        )
         base, speculative = load_runners(spec)
         # Some settings are checked when the first request meets them.
         (speculative or base).generate(PROMPT, 8)

@@ -2,7 +2,7 @@
 (runtime/sampling.py): the same distribution for every row and setting, at a Gemma-sized
 vocabulary, where both take their fast paths (a vectorized exp, threshold sets for top-p, a
 heap for top-k). The draws themselves come from different random streams; the runner's
-chi-square test (tests/test_cpp_runner.py) checks them end to end."""
+chi-square test (tests/runtime/cpp/test_cpp_runner.py) checks them end to end."""
 
 from __future__ import annotations
 

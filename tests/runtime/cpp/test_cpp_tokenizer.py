@@ -17,7 +17,7 @@ from tiny import BUNDLED_TOKENIZER, gemma_style_tokenizer
 
 from etspec.runtime.tokenizer import StreamDecoder, Tokenizer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 BUNDLED = BUNDLED_TOKENIZER
 
 CORPUS = [
