@@ -5,8 +5,8 @@ sees them.
 The classes are read off ``tokenizers``' own regex engine, not off ``unicodedata``: the two
 follow different Unicode versions (Python 3.11's unicodedata is Unicode 14, the regex engine
 in tokenizers 0.23 is Unicode 16; 9,392 code points differ), and the C++ tokenizer must split
-exactly as the Python runtime does. ``tests/runtime/cpp/test_cpp_tokenizer.py`` checks the checked-in
-table against the installed ``tokenizers`` over every code point.
+exactly as the Python runtime does. ``tests/runtime/cpp/test_cpp_tokenizer.py`` checks the
+checked-in table against the installed ``tokenizers`` over every code point.
 
     python scripts/gen_unicode_tables.py [OUT]
 """
