@@ -165,7 +165,8 @@ def gemma_style_tokenizer() -> bytes:
     '▁'-spelled spaces, several scripts; <bos> put in front of every encoding."""
     from types import SimpleNamespace
 
-    from etspec.models.gguf import _Metadata, _sentencepiece_tokenizer
+    from etspec.models.gguf_read import GGUFMetadata
+    from etspec.models.gguf_tokenizer import gemma_tokenizer
 
     specials, user, pieces = _GEMMA_SPECIALS, _GEMMA_USER, _GEMMA_PIECES
     tokens = specials + user + [f"<0x{b:02X}>" for b in range(256)] + pieces
@@ -180,7 +181,7 @@ def gemma_style_tokenizer() -> bytes:
     reader = SimpleNamespace(
         fields={k: SimpleNamespace(contents=lambda v=v: v) for k, v in fields.items()}
     )
-    return _sentencepiece_tokenizer(_Metadata(reader, "tiny"))
+    return gemma_tokenizer(GGUFMetadata(reader, "tiny"))
 
 
 GEMMA_STYLE_VOCAB = len(_GEMMA_SPECIALS) + len(_GEMMA_USER) + 256 + len(_GEMMA_PIECES)

@@ -162,13 +162,14 @@ def convert() -> None:
 @verbose_option
 @user_errors
 def convert_gguf_cmd(gguf_file: Path, output: str, force: bool) -> None:
-    """Write a llama.cpp GGUF file (gemma3) as config.json, model.safetensors (fp32,
-    dequantized) and tokenizer.json. `etspec export target FILE.gguf` reads GGUF directly;
-    the folder is for tools that want one (transformers, scripts/train_draft.py)."""
-    from etspec.models.gguf import convert_gguf
+    """Write a llama.cpp GGUF file (gemma3, llama, qwen2) as config.json, model.safetensors
+    (fp32, dequantized), tokenizer.json and tokenizer_config.json. `etspec export target
+    FILE.gguf` reads GGUF directly; the folder is for tools that want one (transformers,
+    scripts/train_draft.py)."""
+    from etspec.models.gguf import CONVERTED_FILES, convert_gguf
 
     out = convert_gguf(gguf_file, output, force=force)
-    click.echo(f"wrote {out}/ (config.json, model.safetensors, tokenizer.json)")
+    click.echo(f"wrote {out}/ ({', '.join(sorted(CONVERTED_FILES))})")
 
 
 @main.command()

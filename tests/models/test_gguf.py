@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from etspec.cli import main
 from etspec.errors import CheckpointError
-from etspec.models.gguf import read_gguf
+from etspec.models.gguf import CONVERTED_FILES, read_gguf
 
 gguf = pytest.importorskip("gguf")
 
@@ -235,7 +235,9 @@ def test_convert_writes_a_folder_transformers_reads_as_the_same_model(tiny, tmp_
     out = tmp_path / "converted"
     res = CliRunner().invoke(main, ["convert", "gguf", str(path), "-o", str(out)])
     assert res.exit_code == 0, res.output
-    assert {p.name for p in out.iterdir()} == {"config.json", "model.safetensors", "tokenizer.json"}
+    assert {p.name for p in out.iterdir()} == CONVERTED_FILES
+    tok_config = json.loads((out / "tokenizer_config.json").read_text())
+    assert tok_config["bos_token"] == "<bos>" and tok_config["add_bos_token"] is True
     umask = os.umask(0)
     os.umask(umask)  # the modes a plain mkdir/open gives, not the temporary folder's 0700
     assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~umask
@@ -273,12 +275,12 @@ def test_export_reads_the_gguf_directly(tiny, tmp_path: Path) -> None:  # type: 
 
 
 def test_bad_gguf_files_are_one_line_errors(tmp_path: Path) -> None:
-    llama = tmp_path / "llama.gguf"
-    write_gemma3_gguf(llama, {"model.norm.weight": torch.ones(64)}, arch="llama")
+    phi3 = tmp_path / "phi3.gguf"
+    write_gemma3_gguf(phi3, {"model.norm.weight": torch.ones(64)}, arch="phi3")
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"GGUF" + bytes(range(60)))
     cases = [
-        (llama, "GGUF architecture 'llama' is not supported; supported: gemma3"),
+        (phi3, "GGUF architecture 'phi3' is not supported; supported: gemma3, llama, qwen2"),
         (junk, "not a readable GGUF file"),
         (tmp_path / "missing.gguf", "no such file"),
     ]
@@ -469,6 +471,4 @@ def test_convert_output_is_checked_before_work_and_force_replaces_only_its_own( 
     (out / "config.json").chmod(0o600)
     res = convert(out, "--force")
     assert res.exit_code == 0, res.output
-    assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["config.json", "model.safetensors", "tokenizer.json"]
-    )
+    assert {p.name for p in out.iterdir()} == CONVERTED_FILES
