@@ -7,6 +7,9 @@
 #   STEPS=600 bash scripts/train_gemma_draft.sh  # a shorter training run
 #   FEATURE_SHARDS=64 bash scripts/train_gemma_draft.sh  # features of 64 of the 133 shards
 #                                                        # (own continuations first)
+#   TTT_STEPS=3 bash scripts/train_gemma_draft.sh   # unroll 3 draft steps, not 7: about
+#                                                   # twice the tokens per hour; resumes a
+#                                                   # checkpoint of either unroll
 #
 # Stages (scripts/draft_data.py, scripts/train_draft.py): tokenize the machine's own text
 # (manual pages, /usr/share/doc, the Python standard library), let the exported target
@@ -37,7 +40,7 @@ python3 draft_data.py features --target "../$hf" --out "../$data" ${FEATURE_SHAR
 # 16,384 draft tokens cover 97.9% of the target's own held-out output tokens (8,192: 95.4%,
 # 32,768: 98.8%); the draft's lm_head is most of its cost, in training and when drafting.
 python3 train_draft.py --target "../$hf" --features "../$data" --out "../$draft" \
-    --draft-vocab 16384 --ttt-steps 7 --batch 4 --steps "${STEPS:-2000}" --lr 1e-3 \
+    --draft-vocab 16384 --ttt-steps "${TTT_STEPS:-7}" --batch 4 --steps "${STEPS:-2000}" --lr 1e-3 \
     --warmup 100 --save-every 50 --resume
 cd ..
 # Int8 linears and lm_head, int4 embedding: the draft carries its own copy of the 262k-row

@@ -51,14 +51,17 @@ def test_the_runtime_imports_no_tooling_and_no_cli() -> None:
     assert {f: m for f, m in bad.items() if m} == {}
 
 
-# Import name -> folder for the whole package (setup.py's ROOTS).
-ROOTS = {
-    "etspec": "etspec",
-    "etspec.models": "models",
-    "etspec.export": "export",
-    "etspec.runtime": "runtime",
-    "etspec.tools": "tools",
-}
+def _setup_roots() -> dict[str, str]:
+    """Import name -> folder for the whole package: setup.py's ROOTS, read, not copied."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    node = next(
+        n for n in tree.body
+        if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "ROOTS" for t in n.targets)
+    )  # fmt: skip
+    return ast.literal_eval(node.value)
+
+
+ROOTS = _setup_roots()
 
 
 def _modules() -> dict[str, Path]:
