@@ -91,14 +91,14 @@ class TreeSettings:
                     "unknown_choice", what="--tree", value=self.mode, choices=", ".join(TREE_MODES)
                 )
             )
-        given = dict(_given(self, "tree"))
-        for setting, value in given.items():
-            check_value(setting, value)
-        check_tree_owners([s.flag for s in given], [self.mode])
         if self.depth is not None and self.num_steps is not None:
             raise EtspecError(
                 message("knob_twice", first="--depth", second="--num-steps", knob="depth")
             )
+        given = dict(_given(self, "tree"))
+        for setting, value in given.items():
+            check_value(setting, value)
+        check_tree_owners([s.flag for s in given], [self.mode])
 
     @property
     def dynamic_depth(self) -> int | None:

@@ -413,6 +413,7 @@ int run(int argc, char** argv) {
   // Each setting's minimum and owner (a --tree mode, a draft method) are checked as a
   // library caller's are, with the Python runtime's words, before anything loads.
   try {
+    load.tree.check();  // first: its own order of checks (--depth with --num-steps first)
     for (const auto& row : etspec::contract::kRunSettings) {
       if (opt.count(row.flag) && std::string(row.kind) == "int") {
         etspec::check_minimum(row.flag, number<int64_t>(row.flag, opt[row.flag]));
@@ -421,7 +422,6 @@ int run(int argc, char** argv) {
     for (const auto& [flag, value] : opt) {
       etspec::check_owner(flag, true, load.tree.mode, load.draft_method);
     }
-    load.tree.check();
   } catch (const UsageError&) {
     throw;
   } catch (const etspec::Error& e) {

@@ -52,7 +52,7 @@ def _python(  # type: ignore[no-untyped-def]
         target,
         draft,
         draft_method,
-        tree=TreeSettings(tree, 3),
+        tree=TreeSettings() if tree == "target-only" else TreeSettings(tree, 3),
         kv_strategy=kv,
         options={} if draft_window is None else {"draft_window": draft_window},
     )

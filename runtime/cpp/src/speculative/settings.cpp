@@ -78,16 +78,16 @@ void TreeSettings::check() const {
     throw Error(
         message("unknown_choice", {{"what", "--tree"}, {"value", mode}, {"choices", choices}}));
   }
+  if (depth && num_steps) {
+    throw Error(message("knob_twice",
+                        {{"first", "--depth"}, {"second", "--num-steps"}, {"knob", "depth"}}));
+  }
   const std::pair<const char*, std::optional<int64_t>> knobs[] = {
       {"--num-spec-tokens", num_spec_tokens}, {"--depth", depth}, {"--num-steps", num_steps},
       {"--draft-topk", topk}, {"--total-tokens", total_tokens}};
   for (const auto& [flag, value] : knobs) check_minimum(flag, value);
   check_owner("--static-tree", static_tree.has_value(), mode, "");
   for (const auto& [flag, value] : knobs) check_owner(flag, value.has_value(), mode, "");
-  if (depth && num_steps) {
-    throw Error(message("knob_twice",
-                        {{"first", "--depth"}, {"second", "--num-steps"}, {"knob", "depth"}}));
-  }
 }
 
 std::unique_ptr<TreePolicy> TreeSettings::policy(const TargetMetadata& target,
