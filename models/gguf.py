@@ -180,11 +180,7 @@ def convert_gguf(
 def _gemma3_config(m: GGUFMetadata) -> dict[str, Any]:
     a = "gemma3"
     layers = m(f"{a}.block_count", "count")
-    heads = m(f"{a}.attention.head_count", "count")
-    kv_heads = m(f"{a}.attention.head_count_kv", "count", heads)
-    if heads % kv_heads:
-        raise m.bad(f"GGUF metadata {a}.attention.head_count_kv ({kv_heads}) must divide "
-                    f"{a}.attention.head_count ({heads})")  # fmt: skip
+    heads, kv_heads = m.attention_heads(a)
     head_dim = m(f"{a}.attention.key_length", "count")
     window = m(f"{a}.attention.sliding_window", "count", None)
     # llama.cpp fixes what the GGUF does not store for Gemma 3: every 6th layer attends to

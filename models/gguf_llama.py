@@ -49,11 +49,7 @@ def llama_config(m: GGUFMetadata, arch: str, tok: TokenizerSpec) -> dict[str, An
             "(Mixtral, Qwen MoE) are not supported"
         )
     hidden = m(f"{a}.embedding_length", "count")
-    heads = m(f"{a}.attention.head_count", "count")
-    kv_heads = m(f"{a}.attention.head_count_kv", "count", heads)
-    if heads % kv_heads:
-        raise m.bad(f"GGUF metadata {a}.attention.head_count_kv ({kv_heads}) must divide "
-                    f"{a}.attention.head_count ({heads})")  # fmt: skip
+    heads, kv_heads = m.attention_heads(a)
     if m.raw(f"{a}.attention.key_length") is None and hidden % heads:
         raise m.bad(f"GGUF metadata {a}.embedding_length ({hidden}) must be a multiple of "
                     f"{a}.attention.head_count ({heads})")  # fmt: skip

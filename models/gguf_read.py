@@ -127,6 +127,15 @@ class GGUFMetadata:
             raise self.bad(f"GGUF metadata {key} must be a token id below {vocab}, got {value!r}")
         return value
 
+    def attention_heads(self, arch: str) -> tuple[int, int]:
+        """``arch``'s (query heads, key/value heads), the second dividing the first."""
+        heads = self(f"{arch}.attention.head_count", "count")
+        kv_heads = self(f"{arch}.attention.head_count_kv", "count", heads)
+        if heads % kv_heads:
+            raise self.bad(f"GGUF metadata {arch}.attention.head_count_kv ({kv_heads}) must "
+                           f"divide {arch}.attention.head_count ({heads})")  # fmt: skip
+        return heads, kv_heads
+
     def tensor_names(self) -> set[str]:
         """The names of the tensors the file holds."""
         return {t.name for t in self.reader.tensors}

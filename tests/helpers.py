@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from etspec.contract import MASK_MIN
@@ -301,3 +303,19 @@ def committed_kv_check(target, sequential, full: list[int], checked: list[int], 
         checked.append(committed)
 
     return check
+
+
+def gguf_value_type(value: Any) -> Any:
+    """The GGUF type a test writes a metadata value as."""
+    import gguf
+
+    T = gguf.GGUFValueType
+    if isinstance(value, bool):
+        return T.BOOL
+    if isinstance(value, str):
+        return T.STRING
+    if isinstance(value, float):
+        return T.FLOAT32
+    if isinstance(value, list):
+        return T.ARRAY
+    return T.INT32 if value < 0 else T.UINT32 if value < 1 << 32 else T.UINT64

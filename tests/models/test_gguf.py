@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import torch
 from click.testing import CliRunner
+from helpers import gguf_value_type
 
 from etspec.cli import main
 from etspec.errors import CheckpointError
@@ -95,19 +96,6 @@ class _Writer(gguf.GGUFWriter):  # type: ignore[misc]
         return super()._pack_val(val, vtype, add_vtype, sub_type)  # type: ignore[no-any-return]
 
 
-def _gguf_type(value: Any) -> Any:
-    T = gguf.GGUFValueType
-    if isinstance(value, bool):
-        return T.BOOL
-    if isinstance(value, str):
-        return T.STRING
-    if isinstance(value, float):
-        return T.FLOAT32
-    if isinstance(value, list):
-        return T.ARRAY
-    return T.INT32 if value < 0 else T.UINT32 if value < 1 << 32 else T.UINT64
-
-
 def write_gemma3_gguf(  # type: ignore[no-untyped-def]
     path: Path,
     state: dict[str, torch.Tensor],
@@ -149,12 +137,12 @@ def write_gemma3_gguf(  # type: ignore[no-untyped-def]
         if value is DROP:
             continue
         if isinstance(value, list):
-            sub = _gguf_type(value[0]) if value else gguf.GGUFValueType.INT32
+            sub = gguf_value_type(value[0]) if value else gguf.GGUFValueType.INT32
             if key == "tokenizer.ggml.token_type" and sub == gguf.GGUFValueType.UINT32:
                 sub = gguf.GGUFValueType.INT32  # as llama.cpp writes it
             w.add_key_value(key, value, gguf.GGUFValueType.ARRAY, sub)
         else:
-            w.add_key_value(key, value, _gguf_type(value))
+            w.add_key_value(key, value, gguf_value_type(value))
     expect = {}
     edits = dict(tensors or {})
     for name, t in state.items():

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 import torch
 from click.testing import CliRunner
+from helpers import gguf_value_type
 from tiny import make_hf_target
 
 from etspec.cli import main
@@ -283,19 +284,6 @@ def kquant(rows: int, cols: int, kind: Any, rng: Any) -> Any:
     return raw.reshape(rows, -1)
 
 
-def _value_type(value: Any) -> Any:
-    T = gguf.GGUFValueType
-    if isinstance(value, bool):
-        return T.BOOL
-    if isinstance(value, str):
-        return T.STRING
-    if isinstance(value, float):
-        return T.FLOAT32
-    if isinstance(value, list):
-        return T.ARRAY
-    return T.INT32 if value < 0 else T.UINT32
-
-
 def write_gguf(
     path: Path,
     arch: str,
@@ -337,12 +325,12 @@ def write_gguf(
         if value is DROP:
             continue
         if isinstance(value, list):
-            sub = _value_type(value[0]) if value else gguf.GGUFValueType.INT32
+            sub = gguf_value_type(value[0]) if value else gguf.GGUFValueType.INT32
             if key == "tokenizer.ggml.token_type":
                 sub = gguf.GGUFValueType.INT32  # as llama.cpp writes it
             w.add_key_value(key, value, gguf.GGUFValueType.ARRAY, sub)
         else:
-            w.add_key_value(key, value, _value_type(value))
+            w.add_key_value(key, value, gguf_value_type(value))
     rng = np.random.default_rng(0)
     edits = dict(tensors or {})
     expect: dict[str, torch.Tensor] = {}
