@@ -102,7 +102,8 @@ TOKENIZER_JSON = "tokenizer_json"
 POSITION_OVERWRITE, SCRATCH_COMMIT = "position-overwrite", "scratch-commit"
 KV_STRATEGIES = (POSITION_OVERWRITE, SCRATCH_COMMIT)
 HIDDEN_POINTS = ("layer_input", "final_norm")
-BACKENDS = ("xnnpack", "portable")
+# ``--backend`` names (export/backends.py registers what each one is).
+BACKENDS = ("xnnpack", "portable", "openvino")
 # Export recipes (``--dtype``, models/quantize.py: which weights at which width).
 DTYPES = ("fp32", "8da4w", "8da8w", "8da4w-mixed", "8da8w-e4", "8da4w-mlp")
 # What `etspec export` writes when --dtype is not given, on XNNPACK: the smallest recipe that
@@ -228,6 +229,10 @@ MESSAGES = {
     "unknown_choice": "unknown {what} '{value}'; choose one of {choices}",
     "kv_strategy_unsupported": "this target artifact does not support KV strategy "
     "'{strategy}' (it supports {supported}); pick another --kv",
+    # OpenVINO's precision (runtime/openvino.py), checked before an OpenVINO method loads.
+    "openvino_bf16": "{path} runs on OpenVINO in fp32, but OpenVINO already computes in bf16 "
+    "in this process ({isa_env}={isa}); unset {isa_env} (or set it to {fp32_isa}) before "
+    "OpenVINO first runs, or set {env}=bf16 to accept bf16",
     # Sampling settings (runtime/sampling.py, the C++ Sampler).
     "temperature": "temperature must be a finite number >= 0 (0 means greedy), got {value}",
     "top_k": "top-k must be an integer >= 0 (0 disables it), got {value}",
@@ -399,6 +404,13 @@ AUTO_TIME_PRIOR_STEPS = 4
 # and the costs are measured again at the first generation after this many steps (the first
 # measurement runs in a cold process).
 AUTO_REMEASURE_AFTER = 32
+# A proposal that says how it was found (``Proposal.evidence``: prompt lookup's matched
+# n-gram length) is cut, after drafting, to the prefix with the most tokens/s by the
+# acceptance observed under that evidence, each depth counted this many standard errors
+# optimistic (an unseen depth is tried, a key judged on a few unlucky steps is not
+# condemned). Sampled lookup on Gemma 3 270M's chat prompts: 1-gram matches accept 0.18
+# at depth 1 and lose at every length, 3-gram matches 0.89 and pay at every length.
+AUTO_TRIM_Z = 1.0
 # The largest prompt file either runtime reads (checked before reading it whole: a
 # /dev/zero or a stray binary must not fill memory); no context holds a prompt that long.
 PROMPT_FILE_MAX_BYTES = 8 << 20
@@ -430,6 +442,18 @@ def hidden_spec_text(point: str, layers: Sequence[int]) -> str:
 XNNPACK_BACKEND = "XnnpackBackend"
 XNNPACK_WEIGHT_CACHE = "weight_cache_enabled"
 WEIGHT_CACHE_ENV = "ETSPEC_XNNPACK_WEIGHT_CACHE"
+
+# OpenVINO's inference precision (runtime/openvino.py; the C++ runner's Program). ExecuTorch's
+# OpenVINO backend imports each delegate with no properties and OpenVINO keeps no precision
+# hint across export and import, so its CPU plugin computes matmuls in bf16 wherever the CPU
+# has bf16 (AVX512-BF16, AMX), which flips greedy tokens. Before the first OpenVINO method
+# loads, both runtimes cap oneDNN's ISA below bf16 (fp32, the default) unless
+# OPENVINO_PRECISION_ENV asks for bf16; an ONEDNN_ISA_ENV already set is left as it is.
+OPENVINO = "openvino"  # ``backend`` of an OpenVINO artifact
+OPENVINO_PRECISION_ENV = "ETSPEC_OPENVINO_PRECISION"
+OPENVINO_PRECISIONS = ("fp32", "bf16")
+ONEDNN_ISA_ENV = "ONEDNN_MAX_CPU_ISA"
+OPENVINO_FP32_ISA = "AVX512_CORE_VNNI"  # the widest x86 ISA without bf16
 
 # The ``--tree`` modes (runtime/speculative/settings.py builds each one's policy).
 TREE_MODES = ("chain", "static", "dynamic", "auto")
@@ -911,6 +935,11 @@ def cpp_header() -> str:
         f"inline constexpr char kXnnpackBackend[] = {q(XNNPACK_BACKEND)};",
         f"inline constexpr char kXnnpackWeightCache[] = {q(XNNPACK_WEIGHT_CACHE)};",
         f"inline constexpr char kWeightCacheEnv[] = {q(WEIGHT_CACHE_ENV)};",
+        f"inline constexpr char kOpenvino[] = {q(OPENVINO)};",
+        f"inline constexpr char kOpenvinoPrecisionEnv[] = {q(OPENVINO_PRECISION_ENV)};",
+        f"inline constexpr const char* kOpenvinoPrecisions[] = {strings(OPENVINO_PRECISIONS)};",
+        f"inline constexpr char kOnednnIsaEnv[] = {q(ONEDNN_ISA_ENV)};",
+        f"inline constexpr char kOpenvinoFp32Isa[] = {q(OPENVINO_FP32_ISA)};",
         *(f"inline constexpr const char* k{k} = {q(v)};" for k, v in names.items()),
         f"inline constexpr const char* kKvStrategies[] = {strings(KV_STRATEGIES)};",
         f"inline constexpr const char* kRowQuantizedDtypes[] = {strings(ROW_QUANTIZED_DTYPES)};",
@@ -931,6 +960,7 @@ def cpp_header() -> str:
         + "};",
         f"inline constexpr double kAutoTimePriorSteps = {AUTO_TIME_PRIOR_STEPS};",
         f"inline constexpr long kAutoRemeasureAfter = {AUTO_REMEASURE_AFTER};",
+        f"inline constexpr double kAutoTrimZ = {AUTO_TRIM_Z!r};",
         f"inline constexpr long kPromptFileMaxBytes = {PROMPT_FILE_MAX_BYTES};",
         f"inline constexpr double kAutoSeededVerifyBase = {AUTO_SEEDED_VERIFY_BASE!r};",
         f"inline constexpr double kAutoSeededVerifyPerRow = {AUTO_SEEDED_VERIFY_PER_ROW!r};",

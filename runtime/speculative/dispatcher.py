@@ -19,6 +19,13 @@ shape that emits the most tokens per second on this artifact and this machine:
   bound is built from one bound per depth, so depths that a shorter chain never reaches
   stay optimistic until a longer chain measures them (a shorter chain cannot lock itself
   in on an early, unlucky look at the deeper depths).
+- A chain found by a drafter that says how (``Proposal.evidence``: prompt lookup's matched
+  n-gram length) is then cut to the prefix with the most tokens/s (``trim``), by the
+  acceptance seen under the same evidence. Sampled lookup on a base model matches single
+  tokens often and those rarely pay, while long matches nearly always do: one chain length
+  for every step would either waste verifies on the first or give up the second. Once a
+  drafter has given evidence, the longest chain stands for every chain and for drafting
+  nothing, since a cut reaches any of them step by step.
 """
 
 from __future__ import annotations
@@ -28,10 +35,10 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from etspec.contract import AUTO_REMEASURE_AFTER, AUTO_TIME_PRIOR_STEPS, message
+from etspec.contract import AUTO_REMEASURE_AFTER, AUTO_TIME_PRIOR_STEPS, AUTO_TRIM_Z, message
 from etspec.errors import EtspecError
 from etspec.runtime.sampling import Sampler
-from etspec.runtime.speculative.shapes import ChainShape, TreePolicy, TreeShape
+from etspec.runtime.speculative.shapes import ChainShape, TreePolicy, TreeShape, chain_cost
 from etspec.runtime.speculative.step import StepCosts, StepOutcome, fixed_costs
 
 
@@ -120,6 +127,20 @@ class DepthAcceptance:
         p = (a + 1) / (n + 2)
         return min(1.0, p + z * math.sqrt(p * (1 - p) / (n + 2)))
 
+    def borrowed_upper(self, length: int, z: float) -> list[float]:
+        """Upper confidence bounds of depths 1..``length``, each estimated with a prior of
+        two steps at the shallower depth's estimate (depth 1: one accept, one reject) plus
+        ``z`` standard errors. A depth seen once and rejected stays near its shallower one
+        instead of condemning every longer cut (``trim`` never reaches it to learn again)."""
+        out, prior = [], 0.5
+        for d in range(length):
+            n = self.reached[d] if d < len(self.reached) else 0
+            a = self.accepted[d] if d < len(self.accepted) else 0
+            p = (a + 2 * prior) / (n + 2)
+            out.append(min(1.0, p + z * math.sqrt(p * (1 - p) / (n + 2))))
+            prior = p
+        return out
+
     def expected_tokens(self, length: int, z: float | None = None) -> float:
         """Mean tokens a chain of ``length`` emits per step (accepted + the bonus); with
         ``z``, its upper confidence bound (every depth at its ``upper``)."""
@@ -149,6 +170,8 @@ class AutoTree(TreePolicy):
     records: dict[str, StepRecord] = field(default_factory=dict)
     chains: DepthAcceptance = field(default_factory=DepthAcceptance)
     chain_steps: StepRecord = field(default_factory=StepRecord)  # every chain step, pooled
+    # Chain acceptance by depth per ``Proposal.evidence`` (what ``trim`` reads).
+    evidence: dict[str, DepthAcceptance] = field(default_factory=dict)
     _total: int = 0  # steps observed
     _decided: int = 0  # ``_total`` when ``_current`` was chosen
     _current: TreeShape | None = None
@@ -178,6 +201,13 @@ class AutoTree(TreePolicy):
         if self.costs is None:
             return 0.0
         return self.costs.predict(shape.cost, self.widths) + self._overhead(shape)
+
+    def _ran_seconds(self, shape: TreeShape, step: StepOutcome) -> float:
+        """Predicted seconds of the step as it ran: a chain that drafted fewer tokens than
+        its length (a short lookup match, a cut) verified a narrower tree."""
+        assert self.costs is not None
+        cost = chain_cost(step.height) if isinstance(shape, ChainShape) else shape.cost
+        return self.costs.predict(cost, self.widths)
 
     def step_seconds(self, shape: TreeShape) -> float:
         """Mean step time: measured, with the prediction counted as ``AUTO_TIME_PRIOR_STEPS``
@@ -237,13 +267,43 @@ class AutoTree(TreePolicy):
                 extra.clear()
         self.costs = costs
 
+    def _choices(self) -> list[TreeShape]:
+        """The shapes ``choose`` weighs: all of them, or, once the drafter has given
+        evidence (``trim`` then cuts each chain), the longest chain in place of every chain."""
+        if not self.evidence:
+            return self.shapes
+        chains = [s for s in self.shapes if isinstance(s, ChainShape)]
+        longest = max(chains, key=lambda s: s.length)
+        return [s for s in self.shapes if s is longest or not isinstance(s, ChainShape)]
+
     def choose(self) -> TreeShape:
         # Deciding costs a fraction of a millisecond; once past the first steps (where
         # every step's outcome moves the bounds a lot) it is redone every few steps only.
         if self._current is None or self._total < 64 or self._total - self._decided >= 8:
-            self._current = max(self.shapes, key=self.upper_bound)
+            self._current = max(self._choices(), key=self.upper_bound)
             self._decided = self._total
         return self._current
+
+    def trim(self, shape: TreeShape, offered: int, evidence: str) -> int:
+        """The prefix of an ``offered``-token chain with the highest tokens/s: each depth's
+        acceptance under this evidence (``borrowed_upper``) counted ``AUTO_TRIM_Z`` standard
+        errors optimistic, over the predicted step seconds of a chain that long (0: a plain decode). The
+        shortest of equal prefixes wins."""
+        if self.costs is None or not isinstance(shape, ChainShape):
+            return offered
+        seen = self.evidence.get(evidence) or DepthAcceptance()
+        uppers = seen.borrowed_upper(offered, AUTO_TRIM_Z)
+        overhead = self._overhead(shape)
+        best, best_rate = 0, 0.0
+        tokens, reach = 1.0, 1.0
+        for m in range(offered + 1):
+            if m:
+                reach *= uppers[m - 1]
+                tokens += reach
+            rate = tokens / (self.costs.predict(chain_cost(m), self.widths) + overhead)
+            if rate > best_rate:
+                best, best_rate = m, rate
+        return best
 
     def observe(self, shape: TreeShape, step: StepOutcome) -> None:
         if not step.follows_shape:
@@ -251,11 +311,15 @@ class AutoTree(TreePolicy):
         self._total += 1
         self.records[shape.name].add(step.emitted, step.seconds)
         if self.costs is not None:
-            extra = step.seconds - self.costs.predict(shape.cost, self.widths)
+            extra = step.seconds - self._ran_seconds(shape, step)
             self._extra[isinstance(shape, ChainShape)].append(extra)
         if isinstance(shape, ChainShape) and shape.length:  # drafting nothing teaches nothing
             self.chains.observe(step.height, step.accepted, step.allowed)
             self.chain_steps.add(step.emitted, step.seconds)
+            if step.evidence is not None and step.height:
+                # Only depths the proposal offered: what a cut can choose among.
+                seen = self.evidence.setdefault(step.evidence, DepthAcceptance())
+                seen.observe(step.height, step.accepted)
 
     def for_request(self, sampler: Sampler) -> TreePolicy:
         if sampler.greedy or sampler.config.seed is None:
@@ -289,4 +353,4 @@ class SeededAutoTree(AutoTree):
 
     def observe(self, shape: TreeShape, step: StepOutcome) -> None:
         assert self.costs is not None
-        super().observe(shape, replace(step, seconds=self.costs.predict(shape.cost, self.widths)))
+        super().observe(shape, replace(step, seconds=self._ran_seconds(shape, step)))

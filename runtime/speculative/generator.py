@@ -97,6 +97,11 @@ class SpeculativeTokenGenerator:
             with stats.stage("draft"):
                 proposal = draft.propose(shape, height, sampler) if height > 0 else _NOTHING
             stats.draft_calls += proposal.calls
+            allowed = min(shape.cost.max_height, height)
+            if proposal.evidence is not None and proposal.label is None:
+                keep = policy.trim(shape, len(proposal.tokens), proposal.evidence)
+                if keep < len(proposal.tokens):
+                    proposal, allowed = proposal.prefix(keep), keep
             with stats.stage("tensorize"):
                 tree = DraftTree.build(root, proposal.tokens, proposal.parents)
                 if ctx.target.reference:
@@ -138,8 +143,9 @@ class SpeculativeTokenGenerator:
                 tree.max_depth,
                 verdict.accepted,
                 time.perf_counter() - t0,
-                min(shape.cost.max_height, height),
+                allowed,
                 follows_shape=proposal.label is None,
+                evidence=proposal.evidence,
             )
             policy.observe(shape, outcome)
             draft.observe(outcome)

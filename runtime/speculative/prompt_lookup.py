@@ -64,9 +64,11 @@ class PromptLookupDraftRunner(SpeculativeDraftRunner):
     def propose(self, shape: TreeShape, max_height: int, sampler: Sampler) -> Proposal:
         # A lookup finds one continuation: the deepest chain the shape allows. Its tokens are
         # deterministic picks, which the verifier treats as point masses (probs=None).
+        # The matched n-gram's length is the evidence: under sampling a 1-gram match rarely
+        # pays for its verify, a 3-gram match nearly always does (contract.AUTO_TRIM_Z).
         cost = shape.cost
-        _, tokens = self.match(min(cost.max_height, cost.max_nodes, max_height))
-        return Proposal.chain(tokens)
+        n, tokens = self.match(min(cost.max_height, cost.max_nodes, max_height))
+        return Proposal.chain(tokens, evidence=f"ngram{n}" if tokens else None)
 
 
 class PromptLookupMethod(DraftMethod):

@@ -62,6 +62,11 @@ class TreePolicy(ABC):
     def observe(self, shape: TreeShape, step: StepOutcome) -> None:  # noqa: B027
         """Feedback after a step of ``shape``."""
 
+    def trim(self, shape: TreeShape, offered: int, evidence: str) -> int:
+        """How many of the ``offered`` chain tokens a proposal found by ``evidence``
+        (``Proposal.evidence``) should keep; a fixed shape keeps them all."""
+        return offered
+
     def for_request(self, sampler: Sampler) -> TreePolicy:
         """The policy one request runs under: this one, except where a request must not
         depend on what earlier requests taught it (``dispatcher.SeededAutoTree``)."""
@@ -113,6 +118,11 @@ def top(scores: torch.Tensor, n: int) -> torch.Tensor:
     return torch.sort(scores, descending=True, stable=True).indices[:n]
 
 
+def chain_cost(length: int) -> ShapeCost:
+    """What a chain of ``length`` draft tokens costs (0: a step that drafts nothing)."""
+    return ShapeCost(length, length, max(length - 1, 0), max(length - 1, 0))
+
+
 class ChainShape(TreeShape):
     """``length`` draft tokens in a line: the top-1 token of each level when greedy, a
     sample of the draft's (processed) distribution when sampling."""
@@ -125,7 +135,7 @@ class ChainShape(TreeShape):
 
     @property
     def cost(self) -> ShapeCost:
-        return ShapeCost(self.length, self.length, self.length - 1, self.length - 1)
+        return chain_cost(self.length)
 
     def settings(self) -> TreeSettings | None:
         return TreeSettings("chain", num_spec_tokens=self.length)
@@ -159,10 +169,6 @@ class NoDraftShape(ChainShape):
 
     def settings(self) -> TreeSettings | None:
         return None
-
-    @property
-    def cost(self) -> ShapeCost:
-        return ShapeCost(0, 0, 0, 0)
 
     def grow(self, expander: Expander, max_height: int, sampler: Sampler) -> Proposal:
         return Proposal([], [])

@@ -46,7 +46,9 @@ class Proposal:
     verifier accepts token x with probability p(x) and removes it from p on rejection).
     ``calls`` counts draft model calls made. ``label`` names what proposed the nodes when it
     was not the step's shape (a combined drafter's prompt lookup): the step then says nothing
-    about the shape, and its statistics go under the label.
+    about the shape, and its statistics go under the label. ``evidence`` says how a chain
+    was found when the drafter can tell (prompt lookup: ``"ngram3"``), so ``--tree auto`` can
+    judge each kind of proposal on its own acceptance and cut the ones that do not pay.
     """
 
     tokens: list[int]
@@ -54,6 +56,7 @@ class Proposal:
     probs: list[TokenDist] | None = None
     calls: int = 0
     label: str | None = None
+    evidence: str | None = None
 
     @classmethod
     def chain(  # type: ignore[no-untyped-def]
@@ -62,8 +65,15 @@ class Proposal:
         probs: list[TokenDist] | None = None,
         calls: int = 0,
         label: str | None = None,
+        evidence: str | None = None,
     ):
-        return cls(tokens, list(range(len(tokens))), probs, calls, label)
+        return cls(tokens, list(range(len(tokens))), probs, calls, label, evidence)
+
+    def prefix(self, n: int) -> Proposal:
+        """The first ``n`` nodes of a chain (its first ``n`` levels)."""
+        assert self.parents[:n] == list(range(n)), "only a chain is cut by depth"
+        probs = self.probs[:n] if self.probs is not None else None
+        return Proposal.chain(self.tokens[:n], probs, self.calls, self.label, self.evidence)
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,7 @@ class StepOutcome:
     # False when the draft runner proposed something other than the shape asked for
     # (``Proposal.label``): the step then teaches a tree policy nothing about the shape.
     follows_shape: bool = True
+    evidence: str | None = None  # ``Proposal.evidence``
 
     @property
     def emitted(self) -> int:

@@ -14,6 +14,7 @@ import pytest
 
 from etspec.runtime.speculative.dispatcher import AutoTree
 from etspec.runtime.speculative.settings import auto_candidates
+from etspec.runtime.speculative.shapes import ChainShape, chain_cost
 from etspec.runtime.speculative.step import StepCosts, StepOutcome
 
 
@@ -28,32 +29,51 @@ def _python(req: dict) -> dict:  # type: ignore[type-arg]
     policy = AutoTree(auto_candidates(meta, req["branching"]), meta.verify_widths)  # type: ignore[arg-type]
     policy.use_costs(costs)
     chosen = []
-    offers = req.get("offers", [1 << 20] * len(req["depths"]))
-    for depth, noise, offer in zip(req["depths"], req["noise"], offers, strict=True):
+    steps = len(req["depths"])
+    offers = req.get("offers", [1 << 20] * steps)
+    evidence = req.get("evidence", [""] * steps)
+    for depth, noise, offer, found in zip(
+        req["depths"], req["noise"], offers, evidence, strict=True
+    ):
         shape = policy.choose()
-        height = min(offer, shape.cost.max_height)
-        seconds = costs.predict(shape.cost, meta.verify_widths) * (1 + noise)
+        height, allowed = min(offer, shape.cost.max_height), shape.cost.max_height
+        if found and height:
+            keep = policy.trim(shape, height, found)
+            if keep < height:
+                height = allowed = keep
+        ran = chain_cost(height) if isinstance(shape, ChainShape) else shape.cost
+        seconds = costs.predict(ran, meta.verify_widths) * (1 + noise)
         policy.observe(
-            shape, StepOutcome(height, min(depth, height), seconds, shape.cost.max_height)
+            shape, StepOutcome(height, min(depth, height), seconds, allowed, True, found or None)
         )
-        chosen.append(shape.name)
+        chosen.append(shape.name + (f"/{height}" if found else ""))
     names = [s.name for s in policy.shapes]
     return {"candidates": names, "chosen": chosen,
             "estimates": {s.name: policy.estimate(s) for s in policy.shapes}}  # fmt: skip
 
 
 def _scenario(  # type: ignore[type-arg]
-    seed: int, accept: float, widths: list[int], branching: bool, lookup: bool = False
+    seed: int, accept: float, widths: list[int], branching: bool, lookup: str = ""
 ) -> dict:
     """Recorded costs of the bundled pair's kind (verify cost growing with width, a draft
-    step a quarter of a verify) and `accept`-geometric accepted depths, with timing noise."""
+    step a quarter of a verify) and `accept`-geometric accepted depths, with timing noise.
+    ``lookup``: prompt lookup's matches of 0-8 tokens (``"offers"``), found by 1-3-grams
+    that accept `accept` ** (3 / n) per depth (``"evidence"``)."""
     rng = random.Random(seed)
-    depths = []
+    depths, evidence = [], []
     for _ in range(300):
+        n = rng.choice((1, 1, 2, 3))
+        p = accept ** (3 / n) if lookup == "evidence" else accept
         d = 0
-        while rng.random() < accept and d < 20:
+        while rng.random() < p and d < 20:
             d += 1
         depths.append(d)
+        evidence.append(f"ngram{n}")
+    extra = {}
+    if lookup:
+        extra["offers"] = [rng.choice((0, 1, 2, 2, 3, 5, 8)) for _ in depths]
+    if lookup == "evidence":
+        extra["evidence"] = [e if o else "" for e, o in zip(evidence, extra["offers"], strict=True)]
     return {
         "verify_width": widths[-1],
         "verify_widths": widths,
@@ -67,19 +87,20 @@ def _scenario(  # type: ignore[type-arg]
         },
         "depths": depths,
         "noise": [rng.uniform(-0.2, 0.6) for _ in depths],
-    } | ({"offers": [rng.choice((0, 1, 2, 2, 3, 5, 8)) for _ in depths]} if lookup else {})
+    } | extra
 
 
 @pytest.mark.parametrize(
     ("seed", "accept", "widths", "branching", "lookup"),
     [
-        (0, 0.8, [4, 8, 16], True, False),
-        (1, 0.5, [4, 8, 16], True, False),
-        (2, 0.75, [4, 8], False, False),
-        (3, 0.3, [8, 16, 72], True, False),
-        (4, 0.7, [4], True, False),
-        (5, 0.05, [4, 8, 16], False, False),  # a draft that rarely agrees: drafting nothing wins
-        (6, 0.9, [4, 8, 16], False, True),  # prompt lookup: matches of 0-8 tokens
+        (0, 0.8, [4, 8, 16], True, ""),
+        (1, 0.5, [4, 8, 16], True, ""),
+        (2, 0.75, [4, 8], False, ""),
+        (3, 0.3, [8, 16, 72], True, ""),
+        (4, 0.7, [4], True, ""),
+        (5, 0.05, [4, 8, 16], False, ""),  # a draft that rarely agrees: drafting nothing wins
+        (6, 0.5, [4, 8, 16], False, "offers"),  # prompt lookup: matches of 0-8 tokens
+        (7, 0.5, [4, 8, 16], False, "evidence"),  # ... cut by their n-gram's acceptance
     ],
 )
 def test_cpp_dispatcher_chooses_as_python(  # type: ignore[no-untyped-def]

@@ -17,7 +17,7 @@ from etspec.runtime.spec import TreeSettings
 from etspec.runtime.speculative.dispatcher import AutoTree, DepthAcceptance
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.settings import auto_candidates, parse_shape, tree_policy
-from etspec.runtime.speculative.shapes import ChainShape, NoDraftShape, TreeShape
+from etspec.runtime.speculative.shapes import ChainShape, NoDraftShape, TreeShape, chain_cost
 from etspec.runtime.speculative.static_tree import StaticTree
 from etspec.runtime.speculative.step import StepCosts, StepOutcome
 
@@ -153,6 +153,54 @@ def test_auto_stops_speculating_where_it_does_not_pay(rates: list[float], specul
     used = _run(policy, draws, 400)
     drafted_nothing = used.get("none", 0)
     assert (drafted_nothing < 40) if speculates else (drafted_nothing > 360), used
+
+
+def _lookup_run(policy: AutoTree, rates: dict[str, float], steps: int, rng: random.Random):
+    """Steps of prompt lookup under ``policy``: each offers 7 tokens found by a 1-, 2- or
+    3-gram (equally often) whose every depth is accepted with ``rates[evidence]``, cut by
+    ``policy.trim``; each takes the cost model's time of what it verified. Returns the
+    tokens emitted, the seconds and the kept lengths per evidence."""
+    tokens, seconds = 0, 0.0
+    kept: dict[str, list[int]] = {e: [] for e in rates}
+    for _ in range(steps):
+        shape = policy.choose()
+        evidence = rng.choice(sorted(rates))
+        offered = shape.cost.max_height
+        keep = policy.trim(shape, offered, evidence) if offered else 0
+        accepted = _chain_sampler(rng, [rates[evidence]] * 7, keep)()
+        assert policy.costs is not None
+        took = policy.costs.predict(chain_cost(keep), policy.widths)
+        policy.observe(shape, StepOutcome(keep, accepted, took, keep, evidence=evidence))
+        kept[evidence].append(keep)
+        tokens, seconds = tokens + accepted + 1, seconds + took
+    return tokens, seconds, kept
+
+
+def test_auto_cuts_each_lookup_proposal_by_its_evidence() -> None:
+    """Sampled prompt lookup on a base model (Gemma 3 270M's chat prompts: 1-gram matches
+    accept ~0.2 per depth, 3-gram ones ~0.9): a verify of 4 rows costs 1.4 decodes, of 8
+    rows 2.1. Auto decodes instead of verifying 1-gram matches, keeps 3-gram matches whole,
+    and emits more tokens/s than either drafting every match or none."""
+    costs = StepCosts({4: 1.4, 8: 2.1}, 0.0, 0.0, 1, decode_s=1.0)
+    rates = {"ngram1": 0.2, "ngram2": 0.5, "ngram3": 0.9}
+    shapes: list[TreeShape] = [NoDraftShape(), *(ChainShape(n) for n in range(2, 8))]
+    policy = AutoTree(shapes, (4, 8), costs=costs)
+    rng = random.Random(3)
+    _lookup_run(policy, rates, 300, rng)
+    tokens, seconds, kept = _lookup_run(policy, rates, 1000, rng)
+    ones, threes = kept["ngram1"], kept["ngram3"]
+    assert sum(k == 0 for k in ones) >= 0.9 * len(ones), ones
+    assert sum(k == 7 for k in threes) >= 0.9 * len(threes), threes
+    # Drafting every match whole (no cut) on the same mix, by the model's expectation:
+    whole = sum(_expected([r] * 7, 7) for r in rates.values()) / (3 * 2.1)
+    assert tokens / seconds > 1.05 * max(whole, 1.0)
+
+
+def test_a_cut_keeps_an_unseen_evidence_and_a_fixed_shape_keeps_everything() -> None:
+    policy = AutoTree([ChainShape(3)], WIDTHS, costs=COSTS)
+    assert policy.trim(ChainShape(3), 3, "ngram1") == 3  # no steps seen: optimistic
+    assert ChainShape(3).trim(ChainShape(3), 3, "ngram1") == 3
+    assert AutoTree([ChainShape(3)], WIDTHS).trim(ChainShape(3), 3, "ngram1") == 3  # no costs
 
 
 @pytest.mark.parametrize(("tree_accepts", "winner"), [(1, "chain3"), (2, "tree")])

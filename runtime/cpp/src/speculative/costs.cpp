@@ -27,6 +27,11 @@ double StepCosts::predict(const TreeShape& shape, const std::vector<int64_t>& wi
   return verify_s.at(width) + calls * draft_step_s + draft_extend_s;
 }
 
+double StepCosts::predict_chain(int64_t length, const std::vector<int64_t>& widths) const {
+  if (length == 0) return predict(NoDraftShape(), widths);
+  return predict(ChainShape(length), widths);
+}
+
 double CostProbe::timed(Program& program, const std::string& method,
                         const std::vector<executorch::extension::TensorPtr>& inputs) const {
   const std::vector<executorch::runtime::EValue> values(inputs.begin(), inputs.end());

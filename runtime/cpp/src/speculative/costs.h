@@ -30,6 +30,8 @@ struct StepCosts {
   int64_t step_width = 1;
   double decode_s = 0;  // one target_decode (a step that drafts nothing)
   double predict(const TreeShape& shape, const std::vector<int64_t>& widths) const;
+  // predict() of a chain of `length` draft tokens (0: a step that drafts nothing).
+  double predict_chain(int64_t length, const std::vector<int64_t>& widths) const;
 };
 
 // Times program calls on scratch slots only (nothing committed is touched), with masks as

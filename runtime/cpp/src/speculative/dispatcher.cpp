@@ -73,6 +73,19 @@ double DepthAcceptance::upper(int64_t depth, double z) const {
   return std::min(1.0, p + z * std::sqrt(p * (1 - p) / (n + 2)));
 }
 
+std::vector<double> DepthAcceptance::borrowed_upper(int64_t length, double z) const {
+  std::vector<double> out;
+  double prior = 0.5;
+  for (int64_t d = 0; d < length; ++d) {
+    const bool seen = d < static_cast<int64_t>(reached.size());
+    const double n = seen ? reached[d] : 0, a = seen ? accepted[d] : 0;
+    const double p = (a + 2 * prior) / (n + 2);
+    out.push_back(std::min(1.0, p + z * std::sqrt(p * (1 - p) / (n + 2))));
+    prior = p;
+  }
+  return out;
+}
+
 double DepthAcceptance::expected_tokens(int64_t length, std::optional<double> z) const {
   double total = 1.0, p = 1.0;
   for (int64_t d = 1; d <= length; ++d) {
@@ -110,7 +123,7 @@ SeededAutoTree::SeededAutoTree(std::vector<const TreeShape*> shapes, std::vector
 
 void SeededAutoTree::observe(const TreeShape& shape, const StepOutcome& step) {
   StepOutcome predicted = step;
-  predicted.seconds = costs_->predict(shape, widths_);
+  predicted.seconds = ran_seconds(shape, step);
   AutoTree::observe(shape, predicted);
 }
 
@@ -126,6 +139,11 @@ double AutoTree::overhead(const TreeShape& shape) const {
 double AutoTree::predicted_seconds(const TreeShape& shape) const {
   if (!costs_) return 0.0;
   return costs_->predict(shape, widths_) + overhead(shape);
+}
+
+double AutoTree::ran_seconds(const TreeShape& shape, const StepOutcome& step) const {
+  return as_chain(shape) ? costs_->predict_chain(step.height, widths_)
+                         : costs_->predict(shape, widths_);
 }
 
 double AutoTree::blend(const TreeShape& shape, double prior) const {
@@ -188,9 +206,17 @@ void AutoTree::use_costs(const StepCosts& costs) {
 const TreeShape& AutoTree::choose() {
   // Redone every step at first, then every 8 steps (a decision moves little by then).
   if (!current_ || total_ < 64 || total_ - decided_ >= 8) {
+    // Once the drafter has given evidence, the longest chain stands for every chain (trim
+    // cuts it to any of them); dispatcher.py's _choices.
+    const ChainShape* longest = nullptr;
+    for (const TreeShape* s : shapes_) {
+      const ChainShape* c = as_chain(*s);
+      if (c && (!longest || c->length() > longest->length())) longest = c;
+    }
     const TreeShape* best = nullptr;
     double best_bound = 0;
     for (const TreeShape* s : shapes_) {  // the first maximum, as Python's max()
+      if (!evidence_.empty() && as_chain(*s) && s != longest) continue;
       const double b = upper_bound(*s);
       if (!best || b > best_bound) {
         best = s;
@@ -203,6 +229,28 @@ const TreeShape& AutoTree::choose() {
   return *current_;
 }
 
+int64_t AutoTree::trim(const TreeShape& shape, int64_t offered, const std::string& evidence) {
+  if (!costs_ || !as_chain(shape)) return offered;
+  const auto it = evidence_.find(evidence);
+  const DepthAcceptance seen = it != evidence_.end() ? it->second : DepthAcceptance{};
+  const std::vector<double> uppers = seen.borrowed_upper(offered, contract::kAutoTrimZ);
+  const double extra = overhead(shape);
+  int64_t best = 0;
+  double best_rate = 0, tokens = 1, reach = 1;
+  for (int64_t m = 0; m <= offered; ++m) {
+    if (m) {
+      reach *= uppers[m - 1];
+      tokens += reach;
+    }
+    const double rate = tokens / (costs_->predict_chain(m, widths_) + extra);
+    if (rate > best_rate) {
+      best = m;
+      best_rate = rate;
+    }
+  }
+  return best;
+}
+
 void AutoTree::observe(const TreeShape& shape, const StepOutcome& step) {
   if (!step.follows_shape) return;
   ++total_;
@@ -210,12 +258,16 @@ void AutoTree::observe(const TreeShape& shape, const StepOutcome& step) {
   const bool chain = as_chain(shape) != nullptr;
   if (costs_) {
     auto& extra = extra_[chain];
-    extra.push_back(step.seconds - costs_->predict(shape, widths_));
+    extra.push_back(step.seconds - ran_seconds(shape, step));
     if (extra.size() > kExtraKept) extra.pop_front();
   }
   if (chain && as_chain(shape)->length() > 0) {  // drafting nothing teaches nothing
     chains_.observe(step.height, step.accepted, step.allowed);
     chain_steps_.add(step.emitted(), step.seconds);
+    if (!step.evidence.empty() && step.height) {
+      // Only depths the proposal offered: what a cut can choose among.
+      evidence_[step.evidence].observe(step.height, step.accepted);
+    }
   }
 }
 

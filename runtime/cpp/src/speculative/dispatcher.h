@@ -7,7 +7,11 @@
 //   chain informs every chain length; trees are judged on their own steps;
 // - each step runs the candidate with the highest upper confidence bound of tokens/s; a
 //   chain's bound is built depth by depth, so depths a shorter chain never reaches stay
-//   optimistic until a longer chain measures them.
+//   optimistic until a longer chain measures them;
+// - a chain whose drafter says how it was found (Proposal::evidence: prompt lookup's matched
+//   n-gram length) is cut to the prefix with the most tokens/s (trim), by the acceptance
+//   seen under the same evidence; once a drafter has given evidence, the longest chain
+//   stands for every chain and for drafting nothing (a cut reaches any of them).
 // The same arithmetic as the Python class, in the same order: on the same recorded costs
 // and outcomes both choose the same shapes (tests/test_cpp_dispatcher.py).
 #pragma once
@@ -47,6 +51,10 @@ struct DepthAcceptance {
   // Upper confidence bound of conditional(depth): the Laplace estimate plus z standard
   // errors of this depth's own count (no borrowing: an unseen depth is 1).
   double upper(int64_t depth, double z) const;
+  // Upper confidence bounds of depths 1..length, each estimated with a prior of two steps
+  // at the shallower depth's estimate (depth 1: one accept, one reject) plus z standard
+  // errors (what trim reads; dispatcher.py).
+  std::vector<double> borrowed_upper(int64_t length, double z) const;
   // Mean tokens a chain of `length` emits per step (accepted + the bonus); with z, its
   // upper confidence bound (every depth at its upper()).
   double expected_tokens(int64_t length, std::optional<double> z = std::nullopt) const;
@@ -60,6 +68,11 @@ class AutoTree : public TreePolicy {
   std::vector<const TreeShape*> candidates() const override;
   const TreeShape& choose() override;
   void observe(const TreeShape& shape, const StepOutcome& step) override;
+  // The prefix of an `offered`-token chain with the highest tokens/s: each depth's
+  // acceptance under this evidence counted contract::kAutoTrimZ standard errors
+  // optimistic, over the predicted seconds of a chain that long (0: a plain decode); the
+  // shortest of equal prefixes wins.
+  int64_t trim(const TreeShape& shape, int64_t offered, const std::string& evidence) override;
   bool needs_costs() const override;
   void use_costs(const StepCosts& costs) override;
   // A SeededAutoTree over the same shapes for a seeded sampling request, else nullptr.
@@ -69,12 +82,16 @@ class AutoTree : public TreePolicy {
   double upper_bound(const TreeShape& shape) const;  // the UCB choose() maximizes
 
  protected:
+  // Predicted seconds of the step as it ran: a chain that drafted fewer tokens than its
+  // length (a short lookup match, a cut) verified a narrower tree.
+  double ran_seconds(const TreeShape& shape, const StepOutcome& step) const;
   std::optional<StepCosts> costs_;
   std::vector<int64_t> widths_;
 
  private:
   double overhead(const TreeShape& shape) const;
   double predicted_seconds(const TreeShape& shape) const;
+
   double blend(const TreeShape& shape, double prior) const;
   double step_seconds(const TreeShape& shape) const;
   double optimistic_rate(const TreeShape& shape) const;
@@ -87,6 +104,7 @@ class AutoTree : public TreePolicy {
   std::map<std::string, StepRecord> records_;
   DepthAcceptance chains_;
   StepRecord chain_steps_;
+  std::map<std::string, DepthAcceptance> evidence_;  // chain acceptance per evidence (trim)
   int64_t total_ = 0, decided_ = 0;
   const TreeShape* current_ = nullptr;
   bool remeasured_ = false;

@@ -59,6 +59,15 @@ void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
       if (height > 0) proposal = draft_->propose(shape, height, ctx.sampler);
       stats.draft_calls += proposal.calls;
     }
+    int64_t allowed = std::min(shape.max_height, height);
+    if (!proposal.evidence.empty() && proposal.label.empty()) {
+      const int64_t offered = proposal.tokens.size();
+      const int64_t keep = policy.trim(shape, offered, proposal.evidence);
+      if (keep < offered) {
+        proposal = proposal.prefix(keep);
+        allowed = keep;
+      }
+    }
     DraftTree tree;
     VerifyCall call;
     {
@@ -103,7 +112,7 @@ void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
       stats.draft_calls += draft_->accept(acceptance);
     }
     const StepOutcome outcome{tree.max_depth, verdict.accepted(), seconds_since(t0),
-                              std::min(shape.max_height, height), proposal.label.empty()};
+                              allowed,        proposal.label.empty(), proposal.evidence};
     policy.observe(shape, outcome);
     draft_->observe(outcome);
     root = verdict.next_token;

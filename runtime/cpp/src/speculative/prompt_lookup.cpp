@@ -40,9 +40,12 @@ std::pair<int64_t, std::vector<int64_t>> PromptLookupDraftRunner::match(int64_t 
 }
 
 Proposal PromptLookupDraftRunner::propose(const TreeShape& shape, int64_t max_height, Sampler&) {
+  // The matched n-gram's length is the evidence (prompt_lookup.py, contract::kAutoTrimZ).
   Proposal out;
-  out.tokens = match(std::min({shape.max_height, shape.max_nodes, max_height})).second;
+  auto [n, tokens] = match(std::min({shape.max_height, shape.max_nodes, max_height}));
+  out.tokens = std::move(tokens);
   for (size_t i = 0; i < out.tokens.size(); ++i) out.parents.push_back(i);
+  if (!out.tokens.empty()) out.evidence = "ngram" + std::to_string(n);
   return out;
 }
 

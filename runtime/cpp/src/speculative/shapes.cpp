@@ -31,6 +31,17 @@ ChainShape::ChainShape(int64_t length) : length_(length) {
 
 NoDraftShape::NoDraftShape() : ChainShape(Empty{}) { name = contract::kNoDraftShape; }
 
+Proposal Proposal::prefix(int64_t n) const {
+  for (int64_t i = 0; i < n; ++i) {
+    if (parents[i] != i) throw Error("only a chain is cut by depth");
+  }
+  Proposal out = *this;
+  out.tokens.resize(n);
+  out.parents.resize(n);
+  if (!out.q.empty()) out.q.resize(n);
+  return out;
+}
+
 Proposal ChainShape::grow(Expander& expansion, int64_t max_height, Sampler& sampler) const {
   // The top-1 token of each level when greedy, a sample of the draft's distribution when
   // sampling (kept, in target ids, for the verifier).

@@ -23,6 +23,11 @@ struct Proposal {
   // What proposed the nodes when it was not the step's shape (a combined drafter's prompt
   // lookup): the step then says nothing about the shape; its statistics go under the label.
   std::string label;
+  // How a chain was found, when the drafter can tell (prompt lookup: "ngram3"); --tree auto
+  // judges each kind on its own acceptance and cuts the ones that do not pay. Empty: none.
+  std::string evidence;
+  // The first n nodes of a chain.
+  Proposal prefix(int64_t n) const;
 };
 
 // One proposal's view of a draft model: handle 0 is the root; every expand numbers the
@@ -51,6 +56,7 @@ struct StepOutcome {
   // False when the draft proposed something other than the shape asked for (a labelled
   // Proposal): the step then teaches a tree policy nothing about the shape.
   bool follows_shape = true;
+  std::string evidence;  // Proposal::evidence
   int64_t emitted() const { return accepted + 1; }
 };
 
@@ -66,6 +72,11 @@ class TreePolicy {
   virtual std::vector<const TreeShape*> candidates() const = 0;
   virtual const TreeShape& choose() = 0;
   virtual void observe(const TreeShape& shape, const StepOutcome& step) {}
+  // How many of the `offered` chain tokens a proposal found by `evidence` should keep; a
+  // fixed shape keeps them all.
+  virtual int64_t trim(const TreeShape& shape, int64_t offered, const std::string& evidence) {
+    return offered;
+  }
   // Whether the generator should measure the step costs (speculative/costs.h) and hand
   // them over before the next step; a fixed shape never does.
   virtual bool needs_costs() const { return false; }
