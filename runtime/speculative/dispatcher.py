@@ -287,8 +287,8 @@ class AutoTree(TreePolicy):
     def trim(self, shape: TreeShape, offered: int, evidence: str) -> int:
         """The prefix of an ``offered``-token chain with the highest tokens/s: each depth's
         acceptance under this evidence (``borrowed_upper``) counted ``AUTO_TRIM_Z`` standard
-        errors optimistic, over the predicted step seconds of a chain that long (0: a plain decode). The
-        shortest of equal prefixes wins."""
+        errors optimistic, over the predicted step seconds of a chain that long (0: a plain
+        decode). The shortest of equal prefixes wins."""
         if self.costs is None or not isinstance(shape, ChainShape):
             return offered
         seen = self.evidence.get(evidence) or DepthAcceptance()
