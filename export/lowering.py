@@ -16,23 +16,17 @@ from tqdm import tqdm
 
 from etspec import logs
 from etspec.artifact import seal, trailer
-from etspec.contract import BACKENDS, DTYPES
+from etspec.contract import OPENVINO
 from etspec.errors import ExportError
+from etspec.export.backends import backend as backend_entry
+from etspec.export.backends import check_options
 from etspec.files import write_atomically
 from etspec.models.methods import Methods
 
 log = logging.getLogger(__name__)
 
 
-def check_options(backend: str, dtype: str) -> None:
-    if backend not in BACKENDS:
-        raise ExportError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    if dtype not in DTYPES:
-        raise ExportError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-    if dtype != "fp32" and backend != "xnnpack":
-        raise ExportError(
-            f"--dtype {dtype} needs --backend xnnpack (portable has no quantized kernels)"
-        )
+__all__ = ["check_options", "lower", "lower_to_file"]
 
 
 def check_space(path: Path, need: int) -> None:
@@ -70,7 +64,7 @@ def lower(
     own stale copy of the cache. ``share_cache=False`` exists only so tests can prove they
     detect that failure.
     """
-    with logs.quiet(), _one_copy_of_each_blob(), _weights_shared_with_delegates():
+    with logs.quiet(), _one_copy_of_each_blob(), _weights_shared_with_delegates(backend):
         program = _lower(methods, constant_methods, backend, desc, share_cache, keep_out)
         return seal(program.buffer)
 
@@ -91,7 +85,7 @@ def lower_to_file(
     refused if ``path`` appeared meanwhile (``write_atomically``)."""
     model = next(iter(methods.values()))[0]
     check_space(path, weights_lower_bound(model, quantized))
-    with logs.quiet(), _one_copy_of_each_blob(), _weights_shared_with_delegates():
+    with logs.quiet(), _one_copy_of_each_blob(), _weights_shared_with_delegates(backend):
         program = _lower(methods, constant_methods, backend, desc, True, keep_out, quantized)
         try:
             write_atomically(path, functools.partial(_write_sealed, program), replace)
@@ -139,46 +133,23 @@ def _one_copy_of_each_blob() -> Iterator[None]:
         NamedDataStore.add_named_data = original  # type: ignore[method-assign]
 
 
-def _xnnpack_partitioner(keep_out: frozenset[str]) -> Any:
-    """XNNPACK's partitioner, leaving every op that reads a parameter named in ``keep_out``
-    (fully qualified names) to the portable/optimized kernels.
-
-    A tied embedding is why: the embedding lookup is not an XNNPACK op, so its table is a
-    program constant, while a delegated lm_head stores the same matrix a second time in the
-    delegate's data (Gemma 3 270M fp32: 671 MB twice, 63% of the model). Kept out, the
-    lookup and the projection read one constant.
-    """
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-
-    if not keep_out:
-        return XnnpackPartitioner()
-
-    class KeepOut(XnnpackPartitioner):  # type: ignore[misc]
-        def get_matched_nodes_from_configs(self, ep: Any) -> list[list[Any]]:
-            params = ep.graph_signature.inputs_to_parameters
-
-            def reads_kept(node: Any) -> bool:
-                names = [node.name, *(n.name for n in node.all_input_nodes)]
-                return any(params.get(name) in keep_out for name in names)
-
-            groups = super().get_matched_nodes_from_configs(ep)
-            return [kept for g in groups if (kept := [n for n in g if not reads_kept(n)])]
-
-    return KeepOut()
-
-
 @contextlib.contextmanager
-def _weights_shared_with_delegates() -> Iterator[None]:
+def _weights_shared_with_delegates(backend: str) -> Iterator[None]:
     """ExecuTorch deep-copies every delegated subgraph of every method before the backend
     preprocesses it (``BackendDetails.copy_exported_program_for_preprocess``, the hook a
     backend overrides), parameters included and all methods at once: the export's peak was
-    a copy of the weights per method. XNNPACK's preprocessing reads weights and never
-    writes them, so the copies here share the parameter and constant tensors and copy
-    only the graphs (the tests hold every export to its eager reference)."""
+    a copy of the weights per method. XNNPACK's and OpenVINO's preprocessing read weights
+    and never write them, so the copies here share the parameter and constant tensors and
+    copy only the graphs (the tests hold every export to its eager reference)."""
     from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
 
+    backends: list[Any] = [XnnpackBackend]
+    if backend == OPENVINO:  # its preprocessing imports OpenVINO: only when lowering to it
+        from executorch.backends.openvino.preprocess import OpenvinoBackend
+
+        backends.append(OpenvinoBackend)
     name = "copy_exported_program_for_preprocess"
-    own = XnnpackBackend.__dict__.get(name)  # inherited from BackendDetails in 1.5.1
+    own = {b: b.__dict__.get(name) for b in backends}  # inherited from BackendDetails in 1.5.1
 
     def copy_sharing_weights(cls: Any, edge_program: Any, compile_specs: Any) -> Any:
         import copy
@@ -187,14 +158,16 @@ def _weights_shared_with_delegates() -> Iterator[None]:
         memo = {id(t): t for t in shared if isinstance(t, torch.Tensor)}
         return copy.deepcopy(edge_program, memo)
 
-    setattr(XnnpackBackend, name, classmethod(copy_sharing_weights))
+    for b in backends:
+        setattr(b, name, classmethod(copy_sharing_weights))
     try:
         yield
     finally:
-        if own is None:
-            delattr(XnnpackBackend, name)
-        else:
-            setattr(XnnpackBackend, name, own)
+        for b, method in own.items():
+            if method is None:
+                delattr(b, name)
+            else:
+                setattr(b, name, method)
 
 
 class _SharedBufferPlanning:
@@ -255,7 +228,8 @@ def _lower(
     )
     from executorch.exir.passes import MemoryPlanningPass
 
-    partitioner = [_xnnpack_partitioner(keep_out)] if backend == "xnnpack" else []
+    make_partitioners = backend_entry(backend).partitioner
+    partitioner = make_partitioners(keep_out) if make_partitioners else []
     exported = {}
     # disable=None: a bar on a terminal only, not in logs and pipes.
     bar_args: dict[str, Any] = {"unit": "step", "leave": False, "disable": None}

@@ -265,7 +265,7 @@ def tied_embedding(model: TargetModel, opts: TargetExportOptions) -> frozenset[s
     """The parameter names (as the method wrappers see them: ``model.``...) of a tied fp32
     embedding larger than ``TIED_TABLE_SHARED_ABOVE`` bytes, whose lm_head then runs
     outside the XNNPACK delegate so that the file and memory hold the matrix once
-    (export/lowering.py, ``_xnnpack_partitioner``); empty for a smaller table, which the
+    (export/backends.py, ``_xnnpack_partitioner``); empty for a smaller table, which the
     delegate packs for its lm_head (speed for a few MB). Quantized exports quantize the
     lm_head on its own; nothing is shared there."""
     if opts.dtype != "fp32" or opts.backend != "xnnpack" or not model.cfg.tie_word_embeddings:

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from etspec import logs
+from etspec import logs, openvino
 from etspec.artifact import OpenedArtifact, open_artifact
 from etspec.contract import (
     DRAFT_D2T,
@@ -80,6 +80,7 @@ class PteProgram:
         program = cls(open_artifact(path, expect))
         constants = {*program.metadata.constant_methods(), TOKENIZER_JSON, DRAFT_D2T}
         set_weight_cache(default_weight_cache() if weight_cache is None else weight_cache)
+        openvino.prepare(program.metadata, program.source)  # its precision, before it loads
         # The first method load probes the CPU and logs it on stderr (etspec.logs).
         with logs.quiet(native=True):
             for name in sorted(program.method_names() - constants):

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 from etspec import logs
-from etspec.contract import DEPLOYMENT_DTYPE, DTYPES
+from etspec.contract import BACKENDS, DEPLOYMENT_DTYPE, DTYPES
 from etspec.errors import EtspecError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -118,7 +118,12 @@ def main() -> None:
 
 
 backend_option = click.option(
-    "--backend", type=click.Choice(["xnnpack", "portable"]), default="xnnpack", show_default=True
+    "--backend",
+    type=click.Choice(BACKENDS),
+    default="xnnpack",
+    show_default=True,
+    help="ExecuTorch backend: xnnpack; portable (ExecuTorch's own kernels, fp32); openvino "
+    "(Intel CPUs, fp32; pip install 'etspec[openvino]').",
 )
 RECIPES_HELP = (
     "fp32; 8da8w-e4 (int8 linears and lm_head, int4 embedding); 8da8w (int8 everywhere); "
@@ -130,7 +135,7 @@ dtype_option = click.option(
     "--dtype",
     type=click.Choice(DTYPES),
     default=None,
-    help=f"Weight recipe (default: {DEPLOYMENT_DTYPE} on xnnpack, fp32 on portable): "
+    help=f"Weight recipe (default: {DEPLOYMENT_DTYPE} on xnnpack, fp32 on the others): "
     + RECIPES_HELP,
 )
 draft_dtype_option = click.option(
@@ -143,10 +148,10 @@ draft_dtype_option = click.option(
 
 
 def default_dtype(dtype: str | None, backend: str) -> str:
-    """The deployment recipe unless the user chose one (the portable backend runs fp32)."""
-    if dtype is not None:
-        return dtype
-    return DEPLOYMENT_DTYPE if backend == "xnnpack" else "fp32"
+    """The backend's deployment recipe unless the user chose one."""
+    from etspec.export.backends import backend as backend_entry
+
+    return dtype if dtype is not None else backend_entry(backend).default_dtype
 
 
 force_option = click.option("--force", is_flag=True, help="Overwrite OUTPUT if it exists.")

@@ -3,6 +3,8 @@
 #include "logs.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <sys/stat.h>
 
 using executorch::aten::ScalarType;
@@ -11,6 +13,34 @@ using executorch::extension::module::Module;
 using executorch::runtime::EValue;
 
 namespace etspec {
+namespace {
+
+// OpenVINO's inference precision (etspec/openvino.py): the backend imports each delegate
+// with no properties, so OpenVINO's CPU plugin computes in bf16 wherever the CPU has it.
+// Capping oneDNN's ISA below bf16 before the first OpenVINO method loads keeps fp32 (the
+// default), unless the environment asks for bf16 or the cap is set already.
+void prepare_openvino(const std::string& backend) {
+  if (backend != contract::kOpenvino) return;
+  const char* env = std::getenv(contract::kOpenvinoPrecisionEnv);
+  std::string precision = env ? env : contract::kOpenvinoPrecisions[0];
+  std::transform(precision.begin(), precision.end(), precision.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  const auto* end = std::end(contract::kOpenvinoPrecisions);
+  if (std::find(std::begin(contract::kOpenvinoPrecisions), end, precision) == end) {
+    throw Error(message("unknown_choice", {{"what", contract::kOpenvinoPrecisionEnv},
+                                           {"value", precision},
+                                           {"choices", "fp32, bf16"}}));
+  }
+  if (precision == contract::kOpenvinoPrecisions[0]) {
+    setenv(contract::kOnednnIsaEnv, contract::kOpenvinoFp32Isa, /*overwrite=*/0);
+  }
+#ifdef ETSPEC_OPENVINO_C
+  // Where the build found OpenVINO's C library (CMakeLists.txt), unless the user says.
+  if (*ETSPEC_OPENVINO_C) setenv("OPENVINO_LIB_PATH", ETSPEC_OPENVINO_C, /*overwrite=*/0);
+#endif
+}
+
+}  // namespace
 
 Program::Program(const std::string& path, const std::string& kind, bool weight_cache)
     : path_(path) {
@@ -68,11 +98,13 @@ void Program::load_methods() {
 
 TargetProgram::TargetProgram(const std::string& path, bool weight_cache)
     : Program(path, contract::kTargetKind, weight_cache), meta(read_target_metadata(reader())) {
+  prepare_openvino(meta.backend);
   load_methods();
 }
 
 DraftProgram::DraftProgram(const std::string& path, bool weight_cache)
     : Program(path, contract::kDraftKind, weight_cache), meta(read_draft_metadata(reader())) {
+  prepare_openvino(meta.backend);
   load_methods();
 }
 
