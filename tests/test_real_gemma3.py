@@ -85,14 +85,15 @@ def hf_folder(model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _export(model: Path, dtype: str) -> Path:
+def _export(model: Path, dtype: str, backend: str = "xnnpack", widths=(4, 8, 16)) -> Path:  # type: ignore[no-untyped-def]
     from etspec.export.export_target import TargetExportOptions, export_target
 
-    out = MODEL / "exports" / _stamp() / f"target_{dtype}.pte"
+    name = f"target_{dtype}.pte" if backend == "xnnpack" else f"target_{backend}_{dtype}.pte"
+    out = MODEL / "exports" / _stamp() / name
     if not out.is_file():
         out.parent.mkdir(parents=True, exist_ok=True)
-        export_target(model, out, TargetExportOptions(dtype=dtype, verify_width=16,
-                                                      narrow_verify_widths=(4, 8)))  # fmt: skip
+        export_target(model, out, TargetExportOptions(backend=backend, dtype=dtype,
+                      verify_width=max(widths), narrow_verify_widths=widths))  # fmt: skip
     return out
 
 
@@ -155,6 +156,22 @@ def test_fp32_pte_writes_transformers_greedy_tokens(fp32_pte: Path, hf_model) ->
         assert out.token_ids == ref[0, ids.shape[1] :].tolist(), prompt
     params = sum(p.numel() * p.element_size() for p in hf_model.parameters())
     assert fp32_pte.stat().st_size <= 1.1 * params
+
+
+def test_openvino_fp32_writes_the_xnnpack_fp32_artifact_s_tokens(
+    model: Path, fp32_pte: Path
+) -> None:
+    """``--backend openvino`` at its fp32 precision (the default): 64 greedy tokens on 5
+    prompts, target-only, equal to the XNNPACK fp32 export's. One verify width: each
+    OpenVINO method holds its own copy of the weights (about 1.1 GB each)."""
+    pytest.importorskip("openvino")
+    openvino_pte = _export(model, "fp32", backend="openvino", widths=(4,))
+    xnnpack = load_runners(RunnerSpec(fp32_pte))[0]
+    openvino = load_runners(RunnerSpec(openvino_pte))[0]
+    assert openvino.meta.backend == "openvino"
+    for prompt in PROMPTS:
+        want = xnnpack.generate(prompt, 64, ignore_eos=True).token_ids
+        assert openvino.generate(prompt, 64, ignore_eos=True).token_ids == want, prompt
 
 
 @pytest.mark.parametrize("kv", ["position-overwrite", "scratch-commit"])

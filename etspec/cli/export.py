@@ -185,6 +185,7 @@ def convert_gguf_cmd(gguf_file: Path, output: str, force: bool) -> None:
 @user_errors
 def inspect(pte: Path, as_json: bool, memory: bool, no_weight_cache: bool) -> None:
     """Print the methods and etspec metadata of a .pte artifact."""
+    from etspec import openvino
     from etspec.artifact import open_artifact
     from etspec.tools.memory import loaded_memory
 
@@ -200,6 +201,7 @@ def inspect(pte: Path, as_json: bool, memory: bool, no_weight_cache: bool) -> No
         "problems": art.problems(),
     }
     if memory:
+        openvino.prepare(art.metadata, str(pte))  # the precision it runs at sets its memory
         del art  # measure a fresh load, not one sharing this one's pages
         steps = loaded_memory(pte, weight_cache=False if no_weight_cache else None)
         info["memory"] = {
