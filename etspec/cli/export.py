@@ -201,7 +201,7 @@ def inspect(pte: Path, as_json: bool, memory: bool, no_weight_cache: bool) -> No
         "problems": art.problems(),
     }
     if memory:
-        openvino.prepare(art.metadata, str(pte))  # the precision it runs at sets its memory
+        openvino.prepare(art.metadata, str(pte))  # its precision changes what it holds
         del art  # measure a fresh load, not one sharing this one's pages
         steps = loaded_memory(pte, weight_cache=False if no_weight_cache else None)
         info["memory"] = {
