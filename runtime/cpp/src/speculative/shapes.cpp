@@ -33,7 +33,7 @@ NoDraftShape::NoDraftShape() : ChainShape(Empty{}) { name = contract::kNoDraftSh
 
 Proposal Proposal::prefix(int64_t n) const {
   for (int64_t i = 0; i < n; ++i) {
-    if (parents[i] != i) throw Error("only a chain is cut by depth");
+    if (parents[i] != i) throw Error("Proposal::prefix needs a chain");
   }
   Proposal out = *this;
   out.tokens.resize(n);
