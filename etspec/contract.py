@@ -401,7 +401,7 @@ AUTO_MAX_CHAIN = 7
 NO_DRAFT_SHAPE = "none"
 # the cost model's step time counts as this many measured steps of a shape;
 AUTO_TIME_PRIOR_STEPS = 4
-# and the costs are measured again at the first generation after this many steps (the first
+# and the costs are measured again at the step that reaches this many steps (the first
 # measurement runs in a cold process).
 AUTO_REMEASURE_AFTER = 32
 # A proposal that says how it was found (``Proposal.evidence``: prompt lookup's matched

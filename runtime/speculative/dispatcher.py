@@ -7,8 +7,8 @@ shape that emits the most tokens per second on this artifact and this machine:
   ``target_verify`` at every compiled width and the draft runner's own calls (on scratch
   slots, which hold nothing between steps; ``costs.measure_costs``) and hands them over
   (``use_costs``), giving each candidate a predicted step time.
-- Costs are measured again at the first generation that starts after
-  ``AUTO_REMEASURE_AFTER`` steps: the first measurement runs in a cold process (the warm-up
+- Costs are measured again at the step that reaches ``AUTO_REMEASURE_AFTER`` steps, within
+  the request that reaches it: the first measurement runs in a cold process (the warm-up
   request), and a wrong cost table would steer every later choice.
 - Acceptance is observed. Chains pool theirs by depth (``DepthAcceptance``): a step of any
   chain informs every chain length. Trees are judged on their own steps.

@@ -84,12 +84,15 @@ class SpeculativeTokenGenerator:
             stats.draft_calls += draft.prefill(
                 ctx.prompt, ctx.first_token, ctx.prefill.hidden if needs_hidden else None
             )
-        if policy.needs_costs():  # --tree auto's cost model: timed once, before any step
-            policy.use_costs(measure_costs(ctx.target, draft, position=len(ctx.prompt)))
         kv = SpecKVCacheManager(ctx.target, self.kv_strategy, len(ctx.prompt))
         vocab = self.target.vocab_size
         root = ctx.first_token
         while sink.remaining > 0:
+            if policy.needs_costs():
+                # --tree auto's cost model: before the first step, and again (warm) at the
+                # step that reaches AUTO_REMEASURE_AFTER, within the request that got there,
+                # not at the start of the next one, which may be a short one it would slow.
+                policy.use_costs(measure_costs(ctx.target, draft, position=kv.committed))
             shape = policy.choose()
             t0 = time.perf_counter()
             # Never draft past the budget: a step emits its accepted path + one token.

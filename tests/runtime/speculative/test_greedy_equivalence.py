@@ -140,3 +140,40 @@ def test_a_step_with_nothing_proposed_runs_decode(artifacts) -> None:  # type: i
 
 def teardown_module() -> None:
     print(f"\nnumerical ties accepted: {len(_TIES)} {_TIES}")
+
+
+@pytest.mark.parametrize("kv", ["position-overwrite", "scratch-commit"])
+def test_auto_measures_costs_again_within_the_request_that_reaches_the_step(
+    artifacts, monkeypatch, kv: str
+) -> None:  # type: ignore[no-untyped-def]
+    """``--tree auto`` times its costs before the first step and again at the step that
+    reaches AUTO_REMEASURE_AFTER, in the same request (a short next request must not pay
+    it), at the slot the next step commits; the output stays target-only's."""
+    from helpers import target_program
+
+    from etspec.contract import AUTO_REMEASURE_AFTER
+    from etspec.runtime.spec import TreeSettings
+    from etspec.runtime.speculative import generator as gen_module
+    from etspec.runtime.speculative.settings import tree_policy
+
+    case = artifacts.target("llama_gqa_rope3")
+    target = target_program(case, "pte")
+    positions: list[int] = []
+    measure = gen_module.measure_costs
+
+    def recorded(program, draft, position):  # type: ignore[no-untyped-def]
+        positions.append(position)
+        return measure(program, draft, position=position)
+
+    monkeypatch.setattr(gen_module, "measure_costs", recorded)
+    policy = tree_policy(TreeSettings("auto"), target.metadata, False)
+    base, spec = runners(target, PromptLookupDraftRunner(256), policy, kv)
+    prompt = list(range(40, 48))
+    budget = 80  # the context is 96: room for well over AUTO_REMEASURE_AFTER steps
+    ref = base.generate(prompt, budget, record_logits=True, ignore_eos=True)
+    out = spec.generate(prompt, budget, ignore_eos=True)
+    assert compare(0, ref.token_ids, out.token_ids, ref.logits).passed
+    assert len(positions) == 2 and positions[0] == len(prompt), positions
+    assert len(prompt) + AUTO_REMEASURE_AFTER <= positions[1] < len(prompt) + budget
+    spec.generate(prompt, 8, ignore_eos=True)
+    assert len(positions) == 2  # measured twice in all, never again

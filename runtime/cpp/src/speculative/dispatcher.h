@@ -1,7 +1,7 @@
 // runtime/speculative/dispatcher.py: the tree-budget dispatcher (--tree auto). It picks the
 // shape that emits the most tokens per second on this artifact and this machine:
 // - costs are measured before the first step (speculative/costs.h) and give each candidate
-//   a predicted step time; they are measured again at the first generation after
+//   a predicted step time; they are measured again at the step that reaches
 //   contract::kAutoRemeasureAfter steps (the first measurement runs in a cold process);
 // - acceptance is observed: chains pool theirs by depth (DepthAcceptance), so a step of any
 //   chain informs every chain length; trees are judged on their own steps;

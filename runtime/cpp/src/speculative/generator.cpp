@@ -43,12 +43,14 @@ void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
   }
   const std::unique_ptr<TreePolicy> own = policy_->for_request(ctx.sampler);
   TreePolicy& policy = own ? *own : *policy_;
-  if (policy.needs_costs()) {  // --tree auto's cost model, before the steps
-    policy.use_costs(measure_costs(ctx.target, draft_.get(), ctx.prompt.size()));
-  }
   SpecKVCacheManager kv(meta, kv_strategy_, ctx.prompt.size());
   int64_t root = ctx.first_token;
   while (sink.remaining() > 0) {
+    // --tree auto's cost model: before the first step, and again (warm) at the step that
+    // reaches kAutoRemeasureAfter, within the request that got there (generator.py).
+    if (policy.needs_costs()) {
+      policy.use_costs(measure_costs(ctx.target, draft_.get(), kv.committed()));
+    }
     const TreeShape& shape = policy.choose();
     const auto t0 = std::chrono::steady_clock::now();
     // Never draft past the budget: a step emits its accepted path + one token.
