@@ -232,7 +232,8 @@ const TreeShape& AutoTree::choose() {
 int64_t AutoTree::trim(const TreeShape& shape, int64_t offered, const std::string& evidence) {
   if (!costs_ || !as_chain(shape)) return offered;
   const auto it = evidence_.find(evidence);
-  const DepthAcceptance seen = it != evidence_.end() ? it->second : DepthAcceptance{};
+  static const DepthAcceptance kUnseen;  // no copy of a seen one per step
+  const DepthAcceptance& seen = it != evidence_.end() ? it->second : kUnseen;
   const std::vector<double> uppers = seen.borrowed_upper(offered, contract::kAutoTrimZ);
   const double extra = overhead(shape);
   int64_t best = 0;
