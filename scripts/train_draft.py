@@ -22,6 +22,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import click
@@ -160,29 +161,42 @@ def batch_at(stream: np.ndarray, seq_len: int, batch: int, key: list[int]) -> to
     return torch.from_numpy(np.stack([stream[s : s + seq_len] for s in starts]).astype(np.int64))
 
 
-class FeatureStore:
+class Windows:
+    """The token windows of ``draft_data.py`` (``windows.npy``, their valid ``lengths.npy``,
+    which ones the target ``generated.npy``), split into train and held-out windows."""
+
+    def __init__(self, root: Path, complete: Iterable[int] | None = None, rows: int = 1) -> None:
+        self.windows = np.load(root / "windows.npy")
+        self.lengths = np.load(root / "lengths.npy")
+        self.generated = np.load(root / "generated.npy")
+        index = np.arange(len(self.windows))
+        if complete is not None:  # only the windows of these shards of ``rows`` windows
+            index = index[np.isin(index // rows, np.asarray(list(complete), np.int64))]
+        # Every HELD_OUT_EVERY-th window is held out, generated and corpus alike.
+        self.held = index[index % HELD_OUT_EVERY == 7]
+        self.train = np.setdiff1d(index, self.held)
+
+    def valid(self, index: np.ndarray, t: int) -> torch.Tensor:
+        """[B, T]: the positions of windows ``index`` that hold real tokens."""
+        return torch.arange(t)[None, :] < torch.from_numpy(self.lengths[index]).long()[:, None]
+
+
+class FeatureStore(Windows):
     """Stored target features (``draft_data.py features``): windows, their valid lengths,
     tapped hidden states (bf16) and top-k next-token log-probabilities, memory-mapped."""
 
     def __init__(self, root: Path) -> None:
         meta = json.loads((root / "features.json").read_text())
         self.rows = meta["shard_rows"]
-        self.windows = np.load(root / "windows.npy")
-        self.lengths = np.load(root / "lengths.npy")
-        self.generated = np.load(root / "generated.npy")
-        shards = root / "shards"
         # Shard s's arrays, for the complete shards only (features may have been limited).
         complete = meta.get("complete", range(meta["shards"]))
+        super().__init__(root, complete, self.rows)
+        shards = root / "shards"
         self.hidden, self.ids, self.logp = {}, {}, {}
         for s in complete:
             self.hidden[s] = np.load(shards / f"{s:05d}.hidden.npy", mmap_mode="r")
             self.ids[s] = np.load(shards / f"{s:05d}.topk_ids.npy", mmap_mode="r")
             self.logp[s] = np.load(shards / f"{s:05d}.topk_logp.npy", mmap_mode="r")
-        index = np.arange(len(self.windows))
-        index = index[np.isin(index // self.rows, np.asarray(list(complete), np.int64))]
-        # Every HELD_OUT_EVERY-th window is held out, generated and corpus alike.
-        self.held = index[index % HELD_OUT_EVERY == 7]
-        self.train = np.setdiff1d(index, self.held)
 
     def top1_counts(self, vocab: int) -> np.ndarray:
         """How often each target id is the target's top-1 at a training position."""
@@ -205,9 +219,40 @@ class FeatureStore:
         top_ids = torch.stack(ids)
         slots = t2d[top_ids]
         slots = torch.where(slots < 0, size, slots)
-        t = tokens.shape[1]
-        valid = torch.arange(t)[None, :] < torch.from_numpy(self.lengths[index]).long()[:, None]
+        valid = self.valid(index, tokens.shape[1])
         return tokens, h, slots, torch.stack(logp).exp(), top_ids[..., 0], valid
+
+
+class LiveWindows(Windows):
+    """The same windows with the target run on each batch instead of read from disk: where
+    the target is cheap to run (a GPU), no features need computing or storing first."""
+
+    def __init__(self, root: Path, target: TargetModel, device: str, bf16: bool) -> None:
+        super().__init__(root)
+        self.target, self.device, self.bf16 = target, device, bf16
+
+    @torch.no_grad()
+    def _forward(self, index: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        tokens = torch.from_numpy(self.windows[index].astype(np.int64)).to(self.device)
+        with autocast(self.device, self.bf16):
+            logits, hidden = target_forward(self.target, tokens)
+        return tokens, logits, hidden
+
+    def top1_counts(self, vocab: int, chunk: int = 16) -> np.ndarray:
+        """How often each target id is the target's top-1 at a training position."""
+        counts = torch.zeros(vocab, dtype=torch.long, device=self.device)
+        for part in np.array_split(self.train, max(1, len(self.train) // chunk)):
+            tokens, logits, _ = self._forward(part)
+            keep = self.valid(part, tokens.shape[1]).to(self.device)
+            counts += torch.bincount(logits.argmax(-1)[keep], minlength=vocab)
+        return counts.cpu().numpy()
+
+    def batch(self, index: np.ndarray, t2d: torch.Tensor, size: int) -> tuple[torch.Tensor, ...]:
+        """``TTTObjective``'s inputs for windows ``index``, the target run on them now."""
+        tokens, logits, hidden = self._forward(index)
+        slots, probs, top, _ = sparse_target(logits, t2d, size)
+        valid = self.valid(index, tokens.shape[1]).to(self.device)
+        return tokens, hidden.float(), slots, probs, top, valid
 
 
 @torch.no_grad()
@@ -236,7 +281,11 @@ def evaluate(
 
 @torch.no_grad()
 def evaluate_store(
-    objective: TTTObjective, store: FeatureStore, t2d: torch.Tensor, device: str, bf16: bool
+    objective: TTTObjective,
+    store: FeatureStore | LiveWindows,
+    t2d: torch.Tensor,
+    device: str,
+    bf16: bool,
 ) -> dict[str, tuple[float, list[float]]]:
     """Held-out loss and top-1 agreement per unroll step, over corpus and generated windows."""
     out = {}
@@ -290,6 +339,13 @@ def vocabulary(counts: np.ndarray, size: int) -> tuple[torch.Tensor, float]:
     "target: the draft vocabulary then covers the target's own top-1 outputs.",
 )
 @click.option(
+    "--windows",
+    type=click.Path(path_type=Path, exists=True),
+    default=None,
+    help="Train over draft_data.py's windows (its --out folder), running the target on each "
+    "batch instead of reading stored features: for a GPU, where the target is cheap to run.",
+)
+@click.option(
     "--draft-vocab",
     default=2048,
     show_default=True,
@@ -303,6 +359,13 @@ def vocabulary(counts: np.ndarray, size: int) -> tuple[torch.Tensor, float]:
 @click.option("--warmup", default=30, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--save-every", default=100, show_default=True)
+@click.option(
+    "--max-minutes",
+    type=float,
+    default=None,
+    help="Stop (and write the draft) after this long, where the steps would run past a time "
+    "limit such as a borrowed GPU's; single process only. The schedule stays --steps'.",
+)
 @click.option("--resume/--no-resume", default=False, help="Continue from OUT/train_state.pt.")
 @click.option("--device", default=None, help="cpu or cuda [default: cuda when present].")
 @click.option(
@@ -318,6 +381,7 @@ def main(
     out: Path,
     data_root: Path | None,
     features: Path | None,
+    windows: Path | None,
     draft_vocab: int,
     ttt_steps: int,
     seq_len: int,
@@ -327,6 +391,7 @@ def main(
     warmup: int,
     seed: int,
     save_every: int,
+    max_minutes: float | None,
     resume: bool,
     device: str | None,
     precision: str,
@@ -342,17 +407,29 @@ def main(
             device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
             torch.cuda.set_device(device)
     lead = rank == 0
+    if max_minutes is not None and world > 1:
+        raise click.UsageError("--max-minutes stops one process; it is not for DDP runs")
     bf16 = precision == "bf16" or (precision == "auto" and bf16_matmuls(device))
     tok_file = target_dir / "tokenizer.json"
     if not tok_file.is_file():
         raise click.UsageError(f"{target_dir} has no tokenizer.json to tokenize the corpus with")
     from tokenizers import Tokenizer
 
-    store: FeatureStore | None = None
+    if features is not None and windows is not None:
+        raise click.UsageError("--features and --windows are two sources: give one")
+    store: FeatureStore | LiveWindows | None = None
     if features is not None:
         store = FeatureStore(features)
         seq_len = store.windows.shape[1]
         target = load_target(target_dir, max_context=seq_len, scratch=0)
+        vocab = target.cfg.vocab_size
+        counts = store.top1_counts(vocab)
+        tokens_total = int(store.lengths[store.train].sum())
+    elif windows is not None:
+        seq_len = int(np.load(windows / "windows.npy", mmap_mode="r").shape[1])
+        target = load_target(target_dir, max_context=seq_len, scratch=0)
+        target.to(device).eval().requires_grad_(False)
+        store = LiveWindows(windows, target, device, bf16)
         vocab = target.cfg.vocab_size
         counts = store.top1_counts(vocab)
         tokens_total = int(store.lengths[store.train].sum())
@@ -377,7 +454,7 @@ def main(
     t2d = torch.full((vocab,), -1, dtype=torch.long)
     t2d[used] = torch.arange(size)
     draft, config = build_draft(target_dir, target, used, seq_len + ttt_steps, seed)
-    if store is not None:
+    if isinstance(store, FeatureStore):
         del target  # the stored features replace it; its 262k-row tables are freed
     objective = TTTObjective(draft, used, ttt_steps).to(device)
     model: nn.Module = objective
@@ -398,7 +475,13 @@ def main(
         range(start, steps), initial=start, total=steps, desc="train draft", disable=not lead
     )
     acc = torch.zeros(ttt_steps)
+    done = steps
     for step in bar:
+        if max_minutes is not None and time.time() - t0 > max_minutes * 60:
+            done = step
+            save_state(out, draft, opt, step)
+            click.echo(f"stopped at step {step} of {steps}: --max-minutes {max_minutes} passed")
+            break
         for g in opt.param_groups:
             progress = max(0, step - warmup) / max(1, steps - warmup)
             scale = (
@@ -447,8 +530,9 @@ def main(
         card = {
             "target": str(target_dir),
             "ttt_steps": ttt_steps,
-            "steps": steps,
-            "tokens_seen": steps * batch * seq_len * world,
+            "steps": done,
+            "schedule_steps": steps,
+            "tokens_seen": done * batch * seq_len * world,
             "draft_vocab": size,
             "draft_vocab_coverage": round(float(coverage), 4),
             "held_out_loss": round(val_loss, 4),
@@ -464,6 +548,7 @@ def main(
                 "device": device,
                 "bf16": bf16,
                 "features": str(features) if features else None,
+                "windows": str(windows) if windows else None,
             },
         }
         (out / "training.json").write_text(json.dumps(card, indent=2))

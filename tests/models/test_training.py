@@ -311,3 +311,31 @@ def test_draft_trains_over_stored_target_features(gemma3_target, tmp_path: Path)
     assert after["held_out_loss"] < before["held_out_loss"] - 0.1
     assert set(after["held_out"]) == {"corpus"}
     eager_draft(tmp_path / "d1", target, step_width=1)  # validates the pair
+
+    # --windows runs the target on each batch instead: the inputs the features store.
+    from train_draft import FeatureStore, LiveWindows
+
+    stored, live = FeatureStore(data), LiveWindows(data, target.model, "cpu", bf16=True)
+    np.testing.assert_array_equal(live.train, stored.train)
+    t2d = torch.full((target.model.cfg.vocab_size,), -1, dtype=torch.long)
+    t2d[:24] = torch.arange(24)
+    index = stored.train[:4]
+    a, b = stored.batch(index, t2d, 24), live.batch(index, t2d, 24)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[5], b[5])  # tokens, valid
+    assert (a[4] == b[4])[a[5]].float().mean() > 0.97  # top-1 ids
+    torch.testing.assert_close(b[1], a[1], atol=0.05, rtol=0.02)  # taps (stored as bf16)
+    torch.testing.assert_close(b[3][..., 0], a[3][..., 0], atol=0.02, rtol=0)
+
+    def train_live(out: Path, steps: int, *extra: str) -> tuple[dict, str]:  # type: ignore[type-arg]
+        args = ["--target", str(root / "target"), "--windows", str(data), "--out", str(out),
+                "--draft-vocab", "24", "--ttt-steps", "3", "--batch", "4", "--steps",
+                str(steps), "--lr", "3e-3", "--warmup", "5", "--device", "cpu", *extra]  # fmt: skip
+        result = CliRunner().invoke(main, args, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return json.loads((out / "training.json").read_text()), result.output
+
+    live_after, _ = train_live(tmp_path / "l1", 40)
+    assert live_after["held_out_loss"] < before["held_out_loss"] - 0.1
+    stopped, output = train_live(tmp_path / "l2", 40, "--max-minutes", "0")
+    assert "stopped at step 0 of 40" in output
+    assert (stopped["steps"], stopped["schedule_steps"]) == (0, 40)
