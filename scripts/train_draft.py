@@ -418,18 +418,17 @@ def main(
     if features is not None and windows is not None:
         raise click.UsageError("--features and --windows are two sources: give one")
     store: FeatureStore | LiveWindows | None = None
-    if features is not None:
-        store = FeatureStore(features)
-        seq_len = store.windows.shape[1]
-        target = load_target(target_dir, max_context=seq_len, scratch=0)
-        vocab = target.cfg.vocab_size
-        counts = store.top1_counts(vocab)
-        tokens_total = int(store.lengths[store.train].sum())
-    elif windows is not None:
-        seq_len = int(np.load(windows / "windows.npy", mmap_mode="r").shape[1])
-        target = load_target(target_dir, max_context=seq_len, scratch=0)
-        target.to(device).eval().requires_grad_(False)
-        store = LiveWindows(windows, target, device, bf16)
+    if features is not None or windows is not None:
+        if features is not None:
+            store = FeatureStore(features)
+            seq_len = store.windows.shape[1]
+            target = load_target(target_dir, max_context=seq_len, scratch=0)
+        else:
+            assert windows is not None
+            seq_len = int(np.load(windows / "windows.npy", mmap_mode="r").shape[1])
+            target = load_target(target_dir, max_context=seq_len, scratch=0)
+            target.to(device).eval().requires_grad_(False)
+            store = LiveWindows(windows, target, device, bf16)
         vocab = target.cfg.vocab_size
         counts = store.top1_counts(vocab)
         tokens_total = int(store.lengths[store.train].sum())
