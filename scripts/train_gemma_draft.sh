@@ -4,12 +4,19 @@
 # same command again after an interruption. Needs `python scripts/get_gemma3_270m.py` first.
 #
 #   bash scripts/train_gemma_draft.sh            # everything under .etspec-cache/gemma-3-270m/
-#   STEPS=600 bash scripts/train_gemma_draft.sh  # a shorter training run
-#   FEATURE_SHARDS=64 bash scripts/train_gemma_draft.sh  # features of 64 of the 133 shards
-#                                                        # (own continuations first)
-#   TTT_STEPS=3 bash scripts/train_gemma_draft.sh   # unroll 3 draft steps, not 7: about
-#                                                   # twice the tokens per hour; resumes a
-#                                                   # checkpoint of either unroll
+#   STEPS=600 bash scripts/train_gemma_draft.sh  # a shorter training run (default 2,000)
+#   FEATURE_SHARDS=133 bash scripts/train_gemma_draft.sh  # features of all 133 shards of 64
+#                                                         # windows, not the first 32 (the
+#                                                         # target's own continuations first)
+#   TTT_STEPS=7 bash scripts/train_gemma_draft.sh   # unroll 7 draft steps, as EAGLE-3 (and a
+#                                                   # GPU run) does, not 3: half the tokens
+#                                                   # per hour; resumes a checkpoint of either
+#
+# The defaults fit a few hours of a 2-core CPU: a draft's quality here is bought with
+# training tokens, so the recipe stores features for a quarter of the windows (a minute a
+# shard: all of the target's own continuations and as many corpus windows) and trains over
+# them four times rather than computing features for data seen once, and unrolls 3 steps
+# (the chains a 2-core verify pays for are short).
 #
 # Stages (scripts/draft_data.py, scripts/train_draft.py): tokenize the machine's own text
 # (manual pages, /usr/share/doc, the Python standard library), let the exported target
@@ -36,11 +43,12 @@ mkdir -p "$data" "$cache/exports"
 cd scripts
 python3 draft_data.py corpus --target "../$hf" --out "../$data"
 python3 draft_data.py generate --target-pte "../$target_pte" --out "../$data" --count 1000
-python3 draft_data.py features --target "../$hf" --out "../$data" ${FEATURE_SHARDS:+--shards "$FEATURE_SHARDS"}
-# 16,384 draft tokens cover 97.9% of the target's own held-out output tokens (8,192: 95.4%,
-# 32,768: 98.8%); the draft's lm_head is most of its cost, in training and when drafting.
+python3 draft_data.py features --target "../$hf" --out "../$data" --shards "${FEATURE_SHARDS:-32}"
+# 8,192 draft tokens cover 95.4% of the target's own held-out output tokens (16,384: 97.9%,
+# 32,768: 98.8%). The draft's lm_head is most of its cost, in training and when drafting:
+# 8,192 rows train 1.84x the tokens per hour of 16,384 (scripts/bench_draft_training.py).
 python3 train_draft.py --target "../$hf" --features "../$data" --out "../$draft" \
-    --draft-vocab 16384 --ttt-steps "${TTT_STEPS:-7}" --batch 4 --steps "${STEPS:-2000}" --lr 1e-3 \
+    --draft-vocab 8192 --ttt-steps "${TTT_STEPS:-3}" --batch 4 --steps "${STEPS:-2000}" --lr 1e-3 \
     --warmup 100 --save-every 50 --resume
 cd ..
 # Int8 linears and lm_head, int4 embedding: the draft carries its own copy of the 262k-row

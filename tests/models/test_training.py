@@ -310,6 +310,10 @@ def test_draft_trains_over_stored_target_features(gemma3_target, tmp_path: Path)
     after = train(tmp_path / "d1", 40)
     assert after["held_out_loss"] < before["held_out_loss"] - 0.1
     assert set(after["held_out"]) == {"corpus"}
+    # The same seed over the same features writes the same checkpoint, byte for byte.
+    train(tmp_path / "d1b", 40)
+    weights = [(tmp_path / d / "model.safetensors").read_bytes() for d in ("d1", "d1b", "d0")]
+    assert weights[0] == weights[1] != weights[2]
     eager_draft(tmp_path / "d1", target, step_width=1)  # validates the pair
 
     # --windows runs the target on each batch instead: the inputs the features store.
@@ -339,3 +343,45 @@ def test_draft_trains_over_stored_target_features(gemma3_target, tmp_path: Path)
     stopped, output = train_live(tmp_path / "l2", 40, "--max-minutes", "0")
     assert "stopped at step 0 of 40" in output
     assert (stopped["steps"], stopped["schedule_steps"]) == (0, 40)
+
+
+def test_self_distillation_is_the_target_alone_s_output(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """draft_data.py generate: greedy continuations (drafted by prompt lookup) are the
+    target-only runner's tokens, sampled ones are fixed by the seed, and a rerun redoes
+    nothing already written."""
+    from draft_data import cli
+
+    from etspec.runtime.runner import TextLLMRunner
+    from etspec.runtime.sampling import SamplingConfig
+
+    case = artifacts.target("gemma3_text")
+    data = tmp_path / "data"
+    data.mkdir()
+    text = "the cat sat on the mat and the cat sat on the mat again. " * 3
+    with open(data / "openings.jsonl", "w") as f:
+        for i in range(6):
+            f.write(json.dumps({"source": "doc", "text": f"{i} {text}"}) + "\n")
+
+    def run(count: int, out: Path) -> list[dict]:  # type: ignore[type-arg]
+        args = ["generate", "--target-pte", str(case.pte), "--out", str(out),
+                "--count", str(count), "--new-tokens", "24"]  # fmt: skip
+        result = CliRunner().invoke(cli, args, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        with open(out / "generated.jsonl") as f:
+            return [json.loads(line) for line in f]
+
+    rows = run(4, data)
+    assert [r["i"] for r in rows] == [0, 1, 2, 3]
+    assert [r["sampled"] for r in rows] == [False, True, False, True]
+    alone = TextLLMRunner.from_pte(case.pte)
+    for r in rows:
+        assert len(r["prompt_ids"]) <= 96 - 24 and len(r["ids"]) > 0
+        if not r["sampled"]:
+            want = alone.generate(r["prompt_ids"], 24, SamplingConfig()).token_ids
+            assert r["ids"] == list(want)
+    again = tmp_path / "again"
+    again.mkdir()
+    (again / "openings.jsonl").write_bytes((data / "openings.jsonl").read_bytes())
+    assert run(4, again) == rows  # same seed, same continuations, sampled ones included
+    more = run(6, data)
+    assert len(more) == 6 and more[:4] == rows  # resumed: four kept, two added

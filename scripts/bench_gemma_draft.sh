@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Rerun docs/results.md's figures of the Gemma 3 270M EAGLE-3 draft that
+# scripts/train_gemma_draft.sh trains (default target export, 128 new tokens per prompt),
+# each summary (manifest, settings, per-system figures) under docs/results/ and the full
+# reports in the cache. Keep the machine otherwise idle for the speed stage.
+#
+#   bash scripts/bench_gemma_draft.sh                    # both stages
+#   STAGES=acceptance bash scripts/bench_gemma_draft.sh  # one of them
+#   DRAFT=path/to/draft.pte NAME=gpu bash scripts/bench_gemma_draft.sh  # another draft
+#
+# acceptance  EAGLE-3 chain of 5: TPC and acceptance by depth on 64 HumanEval (code) and 64
+#             English (open prose) prompts, greedy, and on their first 32 sampled at T=0.8,
+#             top-p 0.95 (seed 0).
+# speed       target-only against the draft (`--tree auto`), prompt lookup and both combined
+#             (`--draft-method combined`, the draft method users get with a draft), greedy
+#             and sampled, on 16 prompts each of code, open prose, questions (chat) and
+#             copy-heavy prompts; REPEATS=3 runs it three times, SETS, MODES and METHODS
+#             pick parts (about 35 minutes a run in all on 2 cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh bench
+cache=${ETSPEC_GEMMA3_270M:-.etspec-cache/gemma-3-270m}
+target=$cache/exports/target-default.pte
+draft=${DRAFT:-$cache/exports/draft-default.pte}
+name=${NAME:-cpu}
+work=$cache/bench
+mkdir -p "$work" docs/results
+for f in "$target" "$draft"; do
+    [ -f "$f" ] || { echo "no $f: bash scripts/train_gemma_draft.sh" >&2; exit 1; }
+done
+summary() { # the report without its per-prompt records, for docs/results/
+    python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r.pop("records")
+json.dump(r, open(sys.argv[2], "w"), indent=1)' "$1" "$2"
+}
+sampled=(--temperature 0.8 --top-p 0.95 --seed 0)
+for stage in ${STAGES:-acceptance speed}; do
+    case $stage in
+    acceptance)
+        for set in humaneval english; do
+            out=$work/$name-$set-chain5-greedy.json
+            etspec bench --target "$target" --draft "$draft" --prompts "$set" --num-prompts 64 \
+                --trees chain5 --json "$out" --force
+            summary "$out" "docs/results/gemma3-270m-$name-draft-$set-chain5-greedy.json"
+            out=$work/$name-$set-chain5-sampled.json
+            etspec bench --target "$target" --draft "$draft" --prompts "$set" --num-prompts 32 \
+                --trees chain5 "${sampled[@]}" --json "$out" --force
+            summary "$out" "docs/results/gemma3-270m-$name-draft-$set-chain5-sampled.json"
+        done ;;
+    speed)
+        for run in $(seq "${REPEATS:-1}"); do
+            for set in ${SETS:-humaneval english chat copy}; do
+                for mode in ${MODES:-greedy sampled}; do
+                    extra=()
+                    [ "$mode" = sampled ] && extra=("${sampled[@]}")
+                    for method in ${METHODS:-eagle3 combined prompt-lookup}; do
+                        pair=(--target "$target" --draft "$draft" --draft-method "$method")
+                        [ "$method" = prompt-lookup ] && pair=(--target "$target" --draft-method "$method")
+                        out=$work/$name-speed-$set-$mode-$method-run$run.json
+                        etspec bench "${pair[@]}" --prompts "$set" --num-prompts 16 --trees auto \
+                            "${extra[@]}" --json "$out" --force
+                        summary "$out" "docs/results/gemma3-270m-$name-draft-speed-$set-$mode-$method-run$run.json"
+                    done
+                done
+            done
+        done ;;
+    *) echo "unknown stage $stage (acceptance, speed)" >&2; exit 2 ;;
+    esac
+done
