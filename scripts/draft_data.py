@@ -256,11 +256,16 @@ def generate(target_pte: Path, out: Path, count: int, new_tokens: int, seed: int
             done = {json.loads(line)["i"] for line in f if line.endswith("\n")}
     prompts = _prompts(out, count)
     # Greedy continuations go through prompt lookup: the same tokens as the target alone
-    # (lossless), about twice as fast on a base model's loops. Sampled ones do not: lookup
-    # costs more than it saves once sampling breaks the loops.
+    # (lossless), 2.3-3.2x faster on a base model's greedy loops (docs/results.md). Sampled
+    # ones do not: lookup costs more than it saves once sampling breaks the loops.
     runner, lookup = load_runners(RunnerSpec(target_pte, draft_method="prompt-lookup"))
     assert lookup is not None
     room = runner.meta.max_context - new_tokens  # prompt tokens that leave room to continue
+    if room < 1:
+        raise click.UsageError(
+            f"--new-tokens {new_tokens} leaves no room for a prompt in {target_pte}'s "
+            f"{runner.meta.max_context}-token context: pass fewer"
+        )
     t0, made = time.time(), 0
     with open(path, "a") as f:
         for i, prompt in enumerate(tqdm(prompts, desc="self-distill")):

@@ -385,3 +385,6 @@ def test_self_distillation_is_the_target_alone_s_output(artifacts, tmp_path: Pat
     assert run(4, again) == rows  # same seed, same continuations, sampled ones included
     more = run(6, data)
     assert len(more) == 6 and more[:4] == rows  # resumed: four kept, two added
+    args = ["generate", "--target-pte", str(case.pte), "--out", str(again), "--new-tokens", "96"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and "leaves no room for a prompt" in result.output
