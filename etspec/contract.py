@@ -257,8 +257,6 @@ MESSAGES = {
     "window_needs_draft": "--draft-window truncates an EAGLE-3 draft's attention; give --draft",
     "ngram_range": "prompt lookup needs 1 <= min_ngram <= max_ngram",
     "lookup_with_draft": "--draft-method prompt-lookup uses no draft file; drop --draft",
-    "combined_needs_draft": "--draft-method combined drafts with an EAGLE-3 draft and prompt "
-    "lookup; give --draft (or --draft-method prompt-lookup for the lookup alone)",
     "scratch_exhausted": "tree needs more than the draft's {scratch} scratch slots",
     "static_tree_empty": "a static tree needs at least one node",
     "knob_twice": "give {first} or {second}, not both (both set the dynamic tree's {knob}; "
@@ -457,8 +455,10 @@ OPENVINO_FP32_ISA = "AVX512_CORE_VNNI"  # the widest x86 ISA without bf16
 
 # The ``--tree`` modes (runtime/speculative/settings.py builds each one's policy).
 TREE_MODES = ("chain", "static", "dynamic", "auto")
-# ``--draft-method`` without one.
-DEFAULT_DRAFT_METHOD = EAGLE3
+# ``--draft-method`` without one: with a draft, the draft and prompt lookup combined (on
+# Gemma 3 270M it beat the draft alone on every prompt set, docs/results.md); without one,
+# target-only, as every method with a draft program of its own.
+DEFAULT_DRAFT_METHOD = COMBINED_METHOD
 
 
 @dataclass(frozen=True)

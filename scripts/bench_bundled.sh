@@ -13,7 +13,7 @@ work=${ETSPEC_WORK:-.etspec-cache}
 bash scripts/export_bundled.sh "$work"
 target=checkpoints/etspec-code-14m
 draft=checkpoints/etspec-code-14m-eagle3
-pair=(--target "$work/target.pte" --draft "$work/draft.pte")
+pair=(--target "$work/target.pte" --draft "$work/draft.pte" --draft-method eagle3)  # the draft alone
 summary() { # the report without its per-prompt records, for docs/results/
     python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r.pop("records")
 json.dump(r, open(sys.argv[2], "w"), indent=1)' "$1" "$2"

@@ -14,8 +14,10 @@
 # speed       target-only against the draft (`--tree auto`), prompt lookup and both combined
 #             (`--draft-method combined`, the draft method users get with a draft), greedy
 #             and sampled, on 16 prompts each of code, open prose, questions (chat) and
-#             copy-heavy prompts; REPEATS=3 runs it three times, SETS, MODES and METHODS
-#             pick parts (about 35 minutes a run in all on 2 cores).
+#             copy-heavy prompts; REPEATS=3 runs it three times (RUNS="2 3": those run
+#             numbers), SETS, MODES and METHODS pick parts, CPP=build/cpp/etspec_runner
+#             times the C++ runner beside Python (bash runtime/cpp/build.sh) (about 35
+#             minutes a run in all on 2 cores, Python alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh bench
@@ -38,16 +40,20 @@ for stage in ${STAGES:-acceptance speed}; do
     acceptance)
         for set in humaneval english; do
             out=$work/$name-$set-chain5-greedy.json
-            etspec bench --target "$target" --draft "$draft" --prompts "$set" --num-prompts 64 \
+            etspec bench --target "$target" --draft "$draft" --draft-method eagle3 \
+                --prompts "$set" --num-prompts 64 \
                 --trees chain5 --json "$out" --force
             summary "$out" "docs/results/gemma3-270m-$name-draft-$set-chain5-greedy.json"
             out=$work/$name-$set-chain5-sampled.json
-            etspec bench --target "$target" --draft "$draft" --prompts "$set" --num-prompts 32 \
+            etspec bench --target "$target" --draft "$draft" --draft-method eagle3 \
+                --prompts "$set" --num-prompts 32 \
                 --trees chain5 "${sampled[@]}" --json "$out" --force
             summary "$out" "docs/results/gemma3-270m-$name-draft-$set-chain5-sampled.json"
         done ;;
     speed)
-        for run in $(seq "${REPEATS:-1}"); do
+        cpp=()
+        [ -n "${CPP:-}" ] && cpp=(--cpp-runner "$CPP")
+        for run in ${RUNS:-$(seq "${REPEATS:-1}")}; do
             for set in ${SETS:-humaneval english chat copy}; do
                 for mode in ${MODES:-greedy sampled}; do
                     extra=()
@@ -57,7 +63,7 @@ for stage in ${STAGES:-acceptance speed}; do
                         [ "$method" = prompt-lookup ] && pair=(--target "$target" --draft-method "$method")
                         out=$work/$name-speed-$set-$mode-$method-run$run.json
                         etspec bench "${pair[@]}" --prompts "$set" --num-prompts 16 --trees auto \
-                            "${extra[@]}" --json "$out" --force
+                            "${extra[@]}" "${cpp[@]}" --json "$out" --force
                         summary "$out" "docs/results/gemma3-270m-$name-draft-speed-$set-$mode-$method-run$run.json"
                     done
                 done

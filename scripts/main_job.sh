@@ -9,6 +9,6 @@ work=${ETSPEC_WORK:-.etspec-cache}
 bash scripts/export_bundled.sh "$work"
 etspec inspect "$work/target.pte" | sed -n 1,12p
 task=${ETSPEC_TASK:-0}
-echo "--- HumanEval/$task, speculative (EAGLE-3 draft, --tree auto), then target-only"
+echo "--- HumanEval/$task, speculative (EAGLE-3 draft and prompt lookup combined, --tree auto), then target-only"
 etspec generate --target "$work/target.pte" --draft "$work/draft.pte" --humaneval "$task" \
     --max-new-tokens 128 --compare

@@ -25,8 +25,8 @@ PTE = Path("no-such-target.pte")  # every refusal below comes before anything lo
 # (command-line flags, the same settings as library arguments, the one message all refuse with)
 REFUSED: list[tuple[list[str], dict[str, Any], str]] = [
     (
-        ["--min-ngram", "2"],
-        {"options": {"min_ngram": 2}},
+        ["--draft-method", "eagle3", "--min-ngram", "2"],
+        {"draft_method": "eagle3", "options": {"min_ngram": 2}},
         message("option_needs_method", option="--min-ngram", owner="prompt-lookup"),
     ),
     (

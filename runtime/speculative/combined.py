@@ -235,11 +235,12 @@ class CombinedMethod(DraftMethod):
     in_cpp = True
 
     def speculates(self, spec: RunnerSpec) -> bool:
+        # The default method: without a draft, target-only (as EAGLE-3 without one).
         return spec.draft is not None
 
     def check(self, spec: RunnerSpec) -> None:
-        if spec.draft is None:
-            raise EtspecError(message("combined_needs_draft"))
+        if spec.option("draft_window") is not None and spec.draft is None:
+            raise EtspecError(message("window_needs_draft"))
 
     def runner(
         self, spec: RunnerSpec, target: Program, draft: Program | None

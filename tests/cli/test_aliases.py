@@ -60,7 +60,8 @@ def _generate(*args: str) -> dict:  # type: ignore[type-arg]
 
 def test_aliases_mean_what_our_names_mean(artifacts) -> None:  # type: ignore[no-untyped-def]
     pair = artifacts.tree_draft()
-    base = ["--target", str(pair.target.pte), "--draft", str(pair.pte), "--prompt-ids",
+    base = ["--target", str(pair.target.pte), "--draft", str(pair.pte), "--draft-method",
+            "eagle3", "--prompt-ids",
             PROMPT, "--max-new-tokens", "24", "--ignore-eos"]  # fmt: skip
     chain = _generate(*base, "--tree", "chain", "--num-spec-tokens", "5")
     for alias in ("--num-speculative-tokens", "--draft-max"):

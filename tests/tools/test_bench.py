@@ -428,7 +428,8 @@ def test_torchrun_two_ranks_merge_to_the_single_process_result(  # type: ignore[
     # outside etspec's code) after its work was done; that alone earns one more run. Any
     # other failure, or the same one twice, fails the test.
     if run.returncode != 0 and "terminate called without an active exception" in run.stderr:
-        merged.unlink(missing_ok=True)
+        for stale in (merged, *(tmp_path / f"t.rank{r}.jsonl" for r in (0, 1))):
+            stale.unlink(missing_ok=True)
         run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     a, b = json.loads(single.read_text()), json.loads(merged.read_text())
@@ -620,7 +621,7 @@ def test_draft_windows_name_systems_and_need_a_draft(artifacts, tmp_path: Path) 
     from etspec.tools.systems import load_systems
 
     pair = artifacts.draft()
-    spec = RunnerSpec(pair.target.pte, pair.pte)
+    spec = RunnerSpec(pair.target.pte, pair.pte, "eagle3")
     trees = {"chain3": parse_shape("chain3"), "N7": parse_shape("N7")}
     _, systems = load_systems(spec, trees, (4, 16))
     assert list(systems) == ["chain3", "N7", "chain3 w4", "chain3 w16"]

@@ -20,6 +20,23 @@ bool weight_cache_from_env() {
 
 }  // namespace
 
+// A method with a draft program of its own decodes target-only without one (the default,
+// combined, does): an option another owner reads without a draft (--max-ngram: prompt
+// lookup's) is refused rather than ignored, as runtime/spec.py's _check_draftless.
+static void check_draftless(const contract::RunSetting& row, bool has_draft,
+                            const DraftMethod& method) {
+  if (has_draft || !method.draft_program) return;
+  const std::string owners = row.draft_methods;
+  for (size_t start = 0; start < owners.size();) {
+    const size_t end = std::min(owners.find(',', start), owners.size());
+    const std::string owner = owners.substr(start, end - start);
+    if (!draft_method(owner).draft_program) {
+      throw Error(message("option_needs_method", {{"option", row.flag}, {"owner", owner}}));
+    }
+    start = end + 1;
+  }
+}
+
 void LoadOptions::check(bool has_draft) const {
   const DraftMethod& method = etspec::draft_method(draft_method);
   for (const auto& [name, value] : draft.values) {
@@ -31,6 +48,7 @@ void LoadOptions::check(bool has_draft) const {
     }
     check_minimum(row->flag, value);
     check_owner(row->flag, true, "", method.name);
+    check_draftless(*row, has_draft, method);
   }
   method.check(has_draft, draft);
   tree.check();

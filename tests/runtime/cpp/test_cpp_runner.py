@@ -98,7 +98,8 @@ def test_greedy_ids_and_stats_equal_python(  # type: ignore[no-untyped-def]
         ref = _python(case.target.pte, draft, prompt, budget, tree, kv)
         args = ["--max-new-tokens", str(budget), "--ignore-eos"]
         if draft is not None:
-            args += ["--draft", str(draft), "--tree", tree, "--num-spec-tokens", "3"]
+            args += ["--draft", str(draft), "--draft-method", "eagle3", "--tree", tree]
+            args += ["--num-spec-tokens", "3"]
             args += ["--kv", kv]
         (out,) = _cpp(runner_bin, case.target.pte, prompt, *args)
         assert out["token_ids"] == ref.token_ids, (tree, kv, i)
@@ -122,7 +123,8 @@ def test_sliding_band_past_the_first_granule_equals_python(  # type: ignore[no-u
     ref = _python(case.target.pte, draft, prompt, 20, tree, kv)
     args = ["--max-new-tokens", "20", "--ignore-eos"]
     if draft is not None:
-        args += ["--draft", str(draft), "--tree", tree, "--num-spec-tokens", "3", "--kv", kv]
+        args += ["--draft", str(draft), "--draft-method", "eagle3", "--tree", tree]
+        args += ["--num-spec-tokens", "3", "--kv", kv]
     (out,) = _cpp(runner_bin, case.target.pte, prompt, *args)
     assert out["token_ids"] == ref.token_ids and len(ref.token_ids) == 20
     assert out["stats"]["verify_calls"] == ref.stats.verify_calls
@@ -149,7 +151,7 @@ def test_dynamic_trees_equal_python(  # type: ignore[no-untyped-def]
         shape = tree_args(settings if tree == "dynamic" else parse_shape(tree))
         assert shape is not None
         for i, prompt in enumerate(random_prompts(3, vocab, 20, seed=17 + n)):
-            spec = RunnerSpec(case.target.pte, case.pte, tree=settings, kv_strategy=kv)
+            spec = RunnerSpec(case.target.pte, case.pte, "eagle3", tree=settings, kv_strategy=kv)
             _, runner = load_runners(spec)
             ref = runner.generate(prompt, 18, ignore_eos=True)
             method = method_args(spec)
@@ -206,7 +208,8 @@ def test_draft_window_equals_python(  # type: ignore[no-untyped-def]
         ref = _python(case.target.pte, case.pte, prompt, 20, tree, kv, draft_window=4)
         full = _python(case.target.pte, case.pte, prompt, 20, tree, kv)
         moved = moved or full.stats.accept_pos != ref.stats.accept_pos
-        args = ["--draft", str(case.pte), "--draft-window", "4", "--tree", tree]
+        args = ["--draft", str(case.pte), "--draft-method", "eagle3", "--draft-window", "4"]
+        args += ["--tree", tree]
         args += ["--num-spec-tokens", "3", "--kv", kv, "--max-new-tokens", "20", "--ignore-eos"]
         (out,) = _cpp(runner_bin, case.target.pte, prompt, *args)
         keys = ("verify_calls", "draft_calls", "accepted_tokens", "accept_pos")

@@ -4,6 +4,7 @@ is in test_greedy_equivalence.py, sampled exactness in test_sampling.py; here, t
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 import torch
 from helpers import pair_programs, runners
 
-from etspec.contract import LOOKUP_LABEL, message
+from etspec.contract import LOOKUP_LABEL
 from etspec.runtime.sampling import Sampler, SamplingConfig
 from etspec.runtime.speculative.combined import CombinedDraftRunner, lookup_tokens
 from etspec.runtime.speculative.dispatcher import AutoTree, DepthAcceptance
@@ -152,14 +153,28 @@ def test_seeded_sampling_repeats_whatever_ran_before(artifacts) -> None:  # type
     assert first.stats.shape_steps.get(LOOKUP_LABEL, 0) > 0
 
 
-def test_combined_without_a_draft_is_one_line() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "etspec", "generate", "--target", "t.pte", "--draft-method",
-         "combined", "--prompt-ids", "1,2"],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert proc.returncode != 0
-    assert proc.stderr.strip() == "error: " + message("combined_needs_draft")
+def test_default_method_combines_with_a_draft_and_is_target_only_without(artifacts) -> None:  # type: ignore[no-untyped-def]
+    """No --draft-method: both drafters where a draft is given (a repeating prompt makes the
+    lookup propose), target-only where none is, and the same with the method named."""
+    pair = artifacts.small_draft()
+    prompt = ",".join(map(str, [1, 5, 3, 7, 1, 5, 3, 7, 1, 5, 3]))
+    base = [sys.executable, "-m", "etspec", "generate", "--target", str(pair.target.pte),
+            "--prompt-ids", prompt, "--max-new-tokens", "24", "--ignore-eos", "--json"]  # fmt: skip
+    runs = {}
+    for name, extra in {
+        "default": ["--draft", str(pair.pte)],
+        "named": ["--draft", str(pair.pte), "--draft-method", "combined"],
+        "no draft": [],
+        "named, no draft": ["--draft-method", "combined"],
+    }.items():
+        proc = subprocess.run([*base, *extra], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        runs[name] = json.loads(proc.stdout)
+    assert runs["default"]["token_ids"] == runs["named"]["token_ids"]
+    assert runs["default"]["stats"]["shape_steps"].get(LOOKUP_LABEL, 0) > 0
+    for name in ("no draft", "named, no draft"):
+        assert runs[name]["stats"]["verify_calls"] == 0
+        assert runs[name]["token_ids"] == runs["default"]["token_ids"]  # greedy: lossless
 
 
 @pytest.mark.parametrize("flag", [["--max-ngram", "2"], ["--draft-window", "4"]])

@@ -22,9 +22,8 @@ void check_lookup(bool has_draft, const DraftOptions&) {
   if (has_draft) throw Error(message("lookup_with_draft", {}));
 }
 
-void check_combined(bool has_draft, const DraftOptions&) {
-  if (!has_draft) throw Error(message("combined_needs_draft", {}));
-}
+// The default method: without a draft, target-only (as EAGLE-3 without one).
+void check_combined(bool has_draft, const DraftOptions& o) { check_eagle3(has_draft, o); }
 
 std::unique_ptr<PromptLookupDraftRunner> lookup_runner(const DraftOptions& o) {
   // As `etspec generate`'s defaults (contract.DEFAULT_MAX_NGRAM).
