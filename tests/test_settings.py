@@ -88,6 +88,38 @@ def test_cpp_refuses_alike(
     assert res.stderr.strip() == f"error: {words}"
 
 
+# Without --draft the default method (combined) decodes target-only: what only a drafting
+# method would read is refused, not ignored, in the library, the CLI and the C++ runner.
+DRAFTLESS = [
+    (
+        ["--max-ngram", "2"],
+        {"max_ngram": 2},
+        message("option_needs_method", option="--max-ngram", owner="prompt-lookup"),
+    ),
+    (["--draft-window", "2"], {"draft_window": 2}, message("window_needs_draft")),
+]
+
+
+@pytest.mark.parametrize(("flags", "options", "words"), DRAFTLESS)
+def test_default_method_without_a_draft_refuses_drafting_options(  # type: ignore[no-untyped-def]
+    artifacts, runner_bin: Path, flags: list[str], options: dict[str, Any], words: str
+) -> None:
+    from etspec.runtime.runner import load_runners
+
+    target = artifacts.target("mistral_tied").pte
+    with pytest.raises(EtspecError) as e:
+        load_runners(RunnerSpec(target, options=options))
+    assert str(e.value) == words
+    args = ["generate", "--target", str(target), "--prompt-ids", "1", *flags]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code != 0 and res.output.startswith(f"error: {words}"), res.output
+    cpp = subprocess.run(
+        [str(runner_bin), "--target", str(target), "--prompt-ids", "1", *flags],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert cpp.returncode != 0 and cpp.stderr.strip() == f"error: {words}", cpp.stderr
+
+
 def _parsed(command: str, args: list[str]) -> RunnerSpec:
     """What the CLI makes of ``args`` (parsed by click, no command run)."""
     ctx = main.commands[command].make_context(command, ["--target", str(PTE), *args])
