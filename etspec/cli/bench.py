@@ -97,7 +97,8 @@ from etspec.errors import EtspecError
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
     help="Also time the C++ runner binary (bash runtime/cpp/build.sh) on the same .pte "
-    "pair: target-only and every chain or static tree in --trees, as `cpp ...` systems.",
+    "pair and draft method: target-only and every tree of --trees (auto included), as "
+    "`cpp ...` systems.",
 )
 @click.option(
     "--llama-cpp",
