@@ -279,7 +279,8 @@ def test_eagle3_draft_trees_equal_target_only(
     from etspec.tools.prompts import SETS
 
     pte = request.getfixturevalue(draft)
-    base, speculative = load_runners(RunnerSpec(fp32_pte, pte, tree=tree, kv_strategy=kv))
+    spec = RunnerSpec(fp32_pte, pte, "eagle3", tree=tree, kv_strategy=kv)  # the draft alone
+    base, speculative = load_runners(spec)
     assert speculative is not None
     accepted = 0
     for prompt in (SETS["english"][0], PROMPTS[1]):
@@ -426,7 +427,7 @@ def sampling_spec(request: pytest.FixtureRequest) -> tuple[RunnerSpec, int]:
         return RunnerSpec(request.getfixturevalue("quantized_pte"), draft_method="prompt-lookup",
                           tree=TreeSettings("chain", 3)), 300  # fmt: skip
     target, draft = request.getfixturevalue("trained_pair")
-    return RunnerSpec(target, draft, tree=TreeSettings("chain", 3)), 50
+    return RunnerSpec(target, draft, "eagle3", tree=TreeSettings("chain", 3)), 50
 
 
 def test_sampled_speculation_is_distributed_as_the_target_sampler(
