@@ -3,6 +3,7 @@ folders run in torch (reference mode). ``runtime/runner.py`` makes runners over 
 
 from __future__ import annotations
 
+from etspec.contract import RUN_SETTINGS, message
 from etspec.errors import EtspecError
 from etspec.runtime.program import Program, PteProgram, load_pair
 from etspec.runtime.spec import RunnerSpec
@@ -20,9 +21,24 @@ def speculates(spec: RunnerSpec) -> bool:
     return method_of(spec).speculates(spec)
 
 
+def check_draftless(spec: RunnerSpec) -> None:
+    """A method with a draft program of its own decodes target-only without one (the
+    default, combined, does): refuse an option another owner would read without a draft
+    (``--max-ngram``: prompt lookup's), which would otherwise be ignored without a word."""
+    if spec.draft is not None or not method_of(spec).draft_program:
+        return
+    for setting in RUN_SETTINGS:
+        if setting.group != "method" or spec.options.get(setting.name) is None:
+            continue
+        for owner in setting.draft_methods:
+            if not draft_method(owner).draft_program:
+                raise EtspecError(message("option_needs_method", option=setting.flag, owner=owner))
+
+
 def load_programs(spec: RunnerSpec) -> tuple[Program, Program | None]:
     """The target program and, for a method with a draft program of its own (EAGLE-3), the
     draft program of ``spec``, after the method refused what it cannot honour."""
+    check_draftless(spec)
     method = method_of(spec)
     method.check(spec)
     needs_draft_file = method.draft_program and spec.draft is not None

@@ -121,19 +121,6 @@ class TreeSettings:
         return knobs if self.mode != "auto" else ["--tree", "auto", *knobs]
 
 
-def _check_draftless(setting: RunSetting, method: str) -> None:
-    """A method with a draft program of its own decodes target-only without one (the
-    default, combined, does): refuse an option another owner would read without a draft
-    (``--max-ngram``: prompt lookup's), which would otherwise be ignored without a word."""
-    from etspec.runtime.speculative.registry import draft_method  # its modules import this one
-
-    if not draft_method(method).draft_program:
-        return
-    for owner in setting.draft_methods:
-        if not draft_method(owner).draft_program:
-            raise EtspecError(message("option_needs_method", option=setting.flag, owner=owner))
-
-
 @dataclass(frozen=True)
 class RunnerSpec:
     """Which artifacts to load and how to draft with them (``runtime/runner.py``'s
@@ -181,8 +168,6 @@ class RunnerSpec:
                         owner=owners[0],
                     )
                 )
-            if owners and self.draft is None:
-                _check_draftless(setting, self.draft_method)
 
     def flags(self) -> list[str]:
         """The C++ runner's flags for the draft method's options and the KV strategy (the

@@ -20,6 +20,7 @@ from etspec.contract import (
     run_setting,
 )
 from etspec.errors import EtspecError
+from etspec.runtime.loading import check_draftless
 from etspec.runtime.spec import RunnerSpec, TreeSettings, check_tree_owners
 from etspec.runtime.speculative.registry import DRAFT_METHODS, aliases
 
@@ -165,7 +166,7 @@ def runner_spec(kw: dict[str, Any], modes: Sequence[str] = ()) -> RunnerSpec:
                 s.flag for s in RUN_SETTINGS if s.group == "tree" and knobs.get(s.name) is not None
             ]
             check_tree_owners(given, modes)
-        return RunnerSpec(
+        spec = RunnerSpec(
             target=kw["target"],
             draft=kw["draft"],
             tree=TreeSettings.owned(mode, knobs) if modes else TreeSettings(mode, **knobs),
@@ -177,6 +178,8 @@ def runner_spec(kw: dict[str, Any], modes: Sequence[str] = ()) -> RunnerSpec:
             options={k: v for k, v in settings_of(kw, "method").items() if v is not None},
             **settings_of(kw, "spec"),
         )
+        check_draftless(spec)
+        return spec
     except EtspecError as e:  # a usage error, as click's own
         raise click.UsageError(str(e)) from None
 
