@@ -22,7 +22,7 @@ bool weight_cache_from_env() {
 
 // A method with a draft program of its own decodes target-only without one (the default,
 // combined, does): an option another owner reads without a draft (--max-ngram: prompt
-// lookup's) is refused rather than ignored, as runtime/spec.py's _check_draftless.
+// lookup's) is refused rather than ignored, as runtime/loading.py's check_draftless.
 static void check_draftless(const contract::RunSetting& row, bool has_draft,
                             const DraftMethod& method) {
   if (has_draft || !method.draft_program) return;
