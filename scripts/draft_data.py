@@ -11,7 +11,8 @@ Three stages, each resumable (a finished piece is never redone; every file lands
 ``generate``  self-distillation: the target's own continuations (half greedy, half sampled at
               T=0.8, top-p 0.95) of prompts made from the corpus (a manual page's summary
               line turned into a question or instruction, a passage's opening, a function's
-              signature and docstring), run through etspec's own runtime on the exported
+              signature and docstring) and of English prose openings (``prose_prompts.py``:
+              the corpus has no general prose), run through etspec's own runtime on the exported
               target (the greedy half drafted by prompt lookup: the same tokens, faster):
               the text the draft will be asked to predict when deployed.
 ``features``  the frozen target over every window, batched: its tapped hidden states (bf16)
@@ -40,6 +41,7 @@ import click
 import numpy as np
 import torch
 from code_corpus import source_files, stdlib_root
+from prose_prompts import prose_prompts
 from tqdm import tqdm
 
 WINDOW = 256  # tokens per training window, <bos> included
@@ -240,11 +242,20 @@ def _prompts(out: Path, count: int) -> list[str]:
 @cli.command()
 @click.option("--target-pte", type=click.Path(path_type=Path, exists=True), required=True)
 @click.option("--out", type=click.Path(path_type=Path), required=True)
-@click.option("--count", default=1200, show_default=True, help="Continuations to generate.")
+@click.option("--count", default=1200, show_default=True, help="Corpus prompts to continue.")
+@click.option(
+    "--prose", default=len(prose_prompts(10**6)), show_default=True,
+    help="English prose openings (scripts/prose_prompts.py) to continue, each twice: greedy "
+    "and sampled.",
+)  # fmt: skip
 @click.option("--new-tokens", default=GEN_TOKENS, show_default=True, help="Per continuation.")
 @click.option("--seed", default=0, show_default=True)
-def generate(target_pte: Path, out: Path, count: int, new_tokens: int, seed: int) -> None:
-    """The target's own continuations, greedy and sampled (DATA/generated.jsonl)."""
+def generate(
+    target_pte: Path, out: Path, count: int, prose: int, new_tokens: int, seed: int
+) -> None:
+    """The target's own continuations, greedy and sampled (DATA/generated.jsonl): of ``count``
+    prompts made from the corpus, then of ``prose`` English openings. Prompt i is greedy when
+    i is even; each opening appears twice in a row, so it is continued both ways."""
     from etspec.runtime.runner import load_runners
     from etspec.runtime.sampling import SamplingConfig
     from etspec.runtime.spec import RunnerSpec
@@ -254,7 +265,8 @@ def generate(target_pte: Path, out: Path, count: int, new_tokens: int, seed: int
     if path.exists():
         with open(path) as f:
             done = {json.loads(line)["i"] for line in f if line.endswith("\n")}
-    prompts = _prompts(out, count)
+    # Prose after the corpus prompts: a run with more of either keeps what is written.
+    prompts = _prompts(out, count) + [p for p in prose_prompts(prose) for _ in range(2)]
     # Greedy continuations go through prompt lookup: the same tokens as the target alone
     # (lossless), 2.3-3.2x faster on a base model's greedy loops (docs/results.md). Sampled
     # ones do not: lookup costs more than it saves once sampling breaks the loops.
@@ -323,6 +335,18 @@ def shard_order(n_shards: int, generated: np.ndarray) -> list[int]:
     return own + sorted(rest, key=lambda s: (s * golden) % 1.0)
 
 
+def _grow(out: Path, shards: Path, before: np.ndarray, windows: np.ndarray) -> None:
+    """Keep the shards made before more continuations were generated: windows are only ever
+    appended, so every full shard of ``before`` holds the same rows. Its partial last shard
+    gained rows and is made again."""
+    n = len(before)
+    if n > len(windows) or not np.array_equal(windows[:n], before):
+        raise click.UsageError(f"the windows changed since {shards} was made; remove it first")
+    if n < len(windows) and n % SHARD_ROWS:
+        for part in ("topk_ids", "hidden", "topk_logp"):  # topk_ids (the mark of done) first
+            (shards / f"{n // SHARD_ROWS:05d}.{part}.npy").unlink(missing_ok=True)
+
+
 @cli.command()
 @click.option("--target", type=click.Path(path_type=Path, exists=True), required=True)
 @click.option("--out", type=click.Path(path_type=Path), required=True)
@@ -340,8 +364,8 @@ def features(target: Path, out: Path, batch: int, limit: int | None) -> None:
     windows, lengths, generated = _windows(out)
     shards = out / "shards"
     shards.mkdir(exist_ok=True)
-    if (out / "windows.npy").exists() and not np.array_equal(np.load(out / "windows.npy"), windows):
-        raise click.UsageError(f"the windows changed since {shards} was made; remove it first")
+    if (out / "windows.npy").exists():
+        _grow(out, shards, np.load(out / "windows.npy"), windows)
     _save_npy(out / "windows.npy", windows)
     _save_npy(out / "lengths.npy", lengths)
     _save_npy(out / "generated.npy", generated)

@@ -5,22 +5,23 @@
 #
 #   bash scripts/train_gemma_draft.sh            # everything under .etspec-cache/gemma-3-270m/
 #   STEPS=600 bash scripts/train_gemma_draft.sh  # a shorter training run (default 2,000)
-#   FEATURE_SHARDS=133 bash scripts/train_gemma_draft.sh  # features of all 133 shards of 64
-#                                                         # windows, not the first 32 (the
+#   FEATURE_SHARDS=153 bash scripts/train_gemma_draft.sh  # features of all 153 shards of 64
+#                                                         # windows, not the first 52 (the
 #                                                         # target's own continuations first)
 #   TTT_STEPS=7 bash scripts/train_gemma_draft.sh   # unroll 7 draft steps, as EAGLE-3 (and a
 #                                                   # GPU run) does, not 3: half the tokens
 #                                                   # per hour; resumes a checkpoint of either
 #
 # The defaults fit a few hours of a 2-core CPU: a draft's quality here is bought with
-# training tokens, so the recipe stores features for a quarter of the windows (a minute a
-# shard: all of the target's own continuations and as many corpus windows) and trains over
-# them four times rather than computing features for data seen once, and unrolls 3 steps
+# training tokens, so the recipe stores features for a third of the windows (a minute a
+# shard: all of the target's own continuations and 1,000 corpus windows) and trains over
+# them more than twice rather than computing features for data seen once, and unrolls 3 steps
 # (the chains a 2-core verify pays for are short).
 #
 # Stages (scripts/draft_data.py, scripts/train_draft.py): tokenize the machine's own text
 # (manual pages, /usr/share/doc, the Python standard library), let the exported target
-# continue 1,000 prompts made from it (half greedy, half sampled: self-distillation), store
+# continue 1,000 prompts made from it and 620 English prose openings (scripts/prose_prompts.py,
+# each twice; half greedy, half sampled: self-distillation), store
 # the target's tapped hidden states and top-20 next-token log-probabilities over every window
 # once, then train the draft over those features alone (the target is not run again).
 set -euo pipefail
@@ -43,7 +44,7 @@ mkdir -p "$data" "$cache/exports"
 cd scripts
 python3 draft_data.py corpus --target "../$hf" --out "../$data"
 python3 draft_data.py generate --target-pte "../$target_pte" --out "../$data" --count 1000
-python3 draft_data.py features --target "../$hf" --out "../$data" --shards "${FEATURE_SHARDS:-32}"
+python3 draft_data.py features --target "../$hf" --out "../$data" --shards "${FEATURE_SHARDS:-52}"
 # 8,192 draft tokens cover 95.4% of the target's own held-out output tokens (16,384: 97.9%,
 # 32,768: 98.8%). The draft's lm_head is most of its cost, in training and when drafting:
 # 8,192 rows train 1.84x the tokens per hour of 16,384 (scripts/bench_draft_training.py).

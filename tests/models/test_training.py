@@ -251,7 +251,26 @@ def test_shard_order_puts_generated_first_and_spreads_the_corpus() -> None:
     assert [sum(a <= s < a + 9 for s in first) for a in (0, 9, 18)] == [3, 3, 3]
 
 
-def test_draft_trains_over_stored_target_features(gemma3_target, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_prose_openings_are_not_benchmark_prompts() -> None:
+    """The self-distillation's prose openings: distinct, every form in any prefix, and none is
+    (or holds, or is held by) a benchmark prompt of any set."""
+    from prose_prompts import _forms, prose_prompts
+
+    from etspec.tools.prompts import SETS
+
+    every = prose_prompts(10**6)
+    assert len(every) == len(set(every)) == sum(len(s) for _, s in _forms())
+    first = prose_prompts(len(_forms()))  # one of each form
+    assert all(p in {f.format(x) for x in s} for p, (f, s) in zip(first, _forms(), strict=True))
+    bench = [p.strip().lower() for prompts in SETS.values() for p in prompts]
+    for p in every:
+        q = p.strip().lower()
+        assert not any(q in b or b in q for b in bench), p
+
+
+def test_draft_trains_over_stored_target_features(  # type: ignore[no-untyped-def]
+    gemma3_target, tmp_path: Path, monkeypatch
+) -> None:
     """draft_data.py stores the target's taps and top-k log-probabilities (bf16 compute),
     redoes only a missing shard, and train_draft.py --features learns from them alone."""
     import numpy as np
@@ -344,6 +363,27 @@ def test_draft_trains_over_stored_target_features(gemma3_target, tmp_path: Path)
     assert "stopped at step 0 of 40" in output
     assert (stopped["steps"], stopped["schedule_steps"]) == (0, 40)
 
+    # Continuations generated later append windows: the full shard is kept, the partial one
+    # (6 rows, now 16) is made again, and windows that changed otherwise are refused.
+    import draft_data
+
+    monkeypatch.setattr(draft_data, "WINDOW", 64)
+    with open(data / "generated.jsonl", "w") as f:
+        for i in range(10):
+            row = {"i": i, "sampled": False, "prompt_ids": [2, 5 + i], "ids": [7, 8, 9]}
+            f.write(json.dumps(row) + "\n")
+    first = data / "shards" / "00000.hidden.npy"
+    stamp = first.stat().st_mtime_ns
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    meta = json.loads((data / "features.json").read_text())
+    assert (meta["windows"], meta["generated"], meta["complete"]) == (80, 10, [0, 1])
+    assert np.load(data / "shards" / "00001.topk_ids.npy").shape[0] == 16
+    assert first.stat().st_mtime_ns == stamp
+    np.save(data / "corpus.npy", windows[::-1])
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and "the windows changed since" in result.output
+
 
 def test_self_distillation_is_the_target_alone_s_output(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """draft_data.py generate: greedy continuations (drafted by prompt lookup) are the
@@ -362,9 +402,9 @@ def test_self_distillation_is_the_target_alone_s_output(artifacts, tmp_path: Pat
         for i in range(6):
             f.write(json.dumps({"source": "doc", "text": f"{i} {text}"}) + "\n")
 
-    def run(count: int, out: Path) -> list[dict]:  # type: ignore[type-arg]
+    def run(count: int, out: Path, prose: int = 0) -> list[dict]:  # type: ignore[type-arg]
         args = ["generate", "--target-pte", str(case.pte), "--out", str(out),
-                "--count", str(count), "--new-tokens", "24"]  # fmt: skip
+                "--count", str(count), "--prose", str(prose), "--new-tokens", "24"]  # fmt: skip
         result = CliRunner().invoke(cli, args, catch_exceptions=False)
         assert result.exit_code == 0, result.output
         with open(out / "generated.jsonl") as f:
@@ -385,6 +425,13 @@ def test_self_distillation_is_the_target_alone_s_output(artifacts, tmp_path: Pat
     assert run(4, again) == rows  # same seed, same continuations, sampled ones included
     more = run(6, data)
     assert len(more) == 6 and more[:4] == rows  # resumed: four kept, two added
+    # A prose opening after the corpus prompts, continued twice: greedy, then sampled.
+    from prose_prompts import prose_prompts
+
+    prose = run(6, data, prose=1)
+    assert prose[:6] == more and [r["i"] for r in prose[6:]] == [6, 7]
+    assert prose[6]["prompt_ids"] == prose[7]["prompt_ids"] == alone.encode(prose_prompts(1)[0])
+    assert [r["sampled"] for r in prose[6:]] == [False, True]
     args = ["generate", "--target-pte", str(case.pte), "--out", str(again), "--new-tokens", "96"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2 and "leaves no room for a prompt" in result.output
