@@ -335,7 +335,7 @@ def shard_order(n_shards: int, generated: np.ndarray) -> list[int]:
     return own + sorted(rest, key=lambda s: (s * golden) % 1.0)
 
 
-def _grow(out: Path, shards: Path, before: np.ndarray, windows: np.ndarray) -> None:
+def _grow(shards: Path, before: np.ndarray, windows: np.ndarray) -> None:
     """Keep the shards made before more continuations were generated: windows are only ever
     appended, so every full shard of ``before`` holds the same rows. Its partial last shard
     gained rows and is made again."""
@@ -365,7 +365,7 @@ def features(target: Path, out: Path, batch: int, limit: int | None) -> None:
     shards = out / "shards"
     shards.mkdir(exist_ok=True)
     if (out / "windows.npy").exists():
-        _grow(out, shards, np.load(out / "windows.npy"), windows)
+        _grow(shards, np.load(out / "windows.npy"), windows)
     _save_npy(out / "windows.npy", windows)
     _save_npy(out / "lengths.npy", lengths)
     _save_npy(out / "generated.npy", generated)
