@@ -46,6 +46,7 @@ from etspec.runtime.speculative.generator import SpeculativeTokenGenerator
 from etspec.runtime.speculative.settings import tree_policy
 from etspec.runtime.speculative.shapes import TreePolicy
 from etspec.runtime.stats import GenerationStats, peak_rss_bytes
+from etspec.runtime.threads import torch_single_threaded
 from etspec.runtime.tokenizer import StreamDecoder, Tokenizer
 
 __all__ = ["GenerationConfig", "GenerationError", "GenerationResult", "TextLLMRunner"]
@@ -76,6 +77,8 @@ class TextLLMRunner:
         # refused while one generates. Ordered by id, so two runners never wait on each other.
         programs = {id(p): p for p in (target, *self.generator.programs())}
         self._locks = [programs[k].lock for k in sorted(programs)]
+        # Programs that run in ExecuTorch leave torch only host work (runtime/threads.py).
+        self._pte_only = not any(p.reference for p in programs.values())
 
     @classmethod
     def from_pte(
@@ -244,7 +247,7 @@ class TextLLMRunner:
         record_logits: bool,
         trace: bool,
     ) -> GenerationResult:
-        with self._holding("generate"):
+        with self._holding("generate"), torch_single_threaded(self._pte_only):
             self._stop.clear()
             return self._generate(
                 prompt,

@@ -33,6 +33,9 @@ from etspec.contract import (
 )
 from etspec.errors import EtspecError
 
+# exp(EXP_UNDERFLOW) in float32: an exp at or below it is a gap the C++ runner zeroes.
+_EXP_FLOOR = np.float32(math.exp(EXP_UNDERFLOW))
+
 
 def _host_array(logits: torch.Tensor) -> bool:
     return logits.device.type == "cpu" and logits.dtype in (torch.float32, torch.float16)
@@ -245,8 +248,10 @@ class Sampler:
         or none finite) with a clear error."""
         cfg = self.config
         x = _host_row(logits)
-        top = x.max()  # NaN propagates through max: one check covers NaN and no finite logit
-        if not np.isfinite(top) or bool(np.isposinf(x).any()):
+        # NaN propagates through max and +inf becomes it: one check refuses a NaN, an
+        # infinite logit and a row with no finite logit.
+        top = x.max()
+        if not np.isfinite(top):
             raise SamplingError(message("target_logits_nan"))
         if cfg.top_k and cfg.top_k < x.size:
             # The k-th largest logit; ties with it are kept, as ``probs`` keeps them.
@@ -258,32 +263,38 @@ class Sampler:
             return self._top_p(ids, weights, float(weights.sum()))
         if self._buffer.size != x.size:
             self._buffer = np.empty_like(x)
-        gap = self._buffer  # (logit - max) / temperature, <= 0, in place: no allocation
-        np.subtract(x, top, out=gap)
-        gap *= np.float32(1.0 / cfg.temperature)
+        # e = exp((logit - max) / temperature) in (0, 1], in place in a reused buffer, as the
+        # C++ runner computes it (float32, summed in double). A gap at or below EXP_UNDERFLOW
+        # is no mass: such a token is never kept (what it adds to the total, at most 1e-38
+        # a token, is below double's resolution of a total of at least 1).
+        e = self._buffer
+        np.subtract(x, top, out=e)
+        e *= np.float32(1.0 / cfg.temperature)
+        np.exp(e, out=e)
+        total = float(e.sum(dtype=np.float64))
+        floor = _EXP_FLOOR
         if cfg.top_p >= 1.0:
-            ids = np.flatnonzero(gap > EXP_UNDERFLOW)
-            return self._top_p(ids, np.exp(gap[ids].astype(np.float64)), 0.0)
-        total = float(np.exp(gap).sum(dtype=np.float64))
+            ids = np.flatnonzero(e > floor)
+            return self._top_p(ids, e[ids].astype(np.float64), total)
         # The kept set is a prefix of the tokens by probability, so it lies within any
-        # threshold set {gap >= -c} holding at least top_p of the mass: find the first
+        # threshold set {e >= exp(-c)} holding at least top_p of the mass: find the first
         # cutoff whose set does, narrow it by bisection while it is large (a pass over the
         # set each time, far cheaper than sorting it), and sort only what is left.
         need = cfg.top_p * total
         low = 0.0
         for cutoff in (*TOP_P_CUTOFFS, -EXP_UNDERFLOW):
-            inside = gap >= -cutoff if cutoff < -EXP_UNDERFLOW else gap > EXP_UNDERFLOW
+            inside = e >= np.float32(math.exp(-cutoff)) if cutoff < -EXP_UNDERFLOW else e > floor
             ids = np.flatnonzero(inside)
-            weights = np.exp(gap[ids].astype(np.float64))
+            weights = e[ids].astype(np.float64)
             if weights.sum() >= need:
                 break
             low = cutoff
-        high = min(cutoff, float(-gap[ids].min()))
+        high = min(cutoff, -math.log(float(weights.min())))
         for _ in range(TOP_P_BISECTIONS):
             if ids.size <= TOP_P_SORT_SIZE:
                 break
             mid = 0.5 * (low + high)
-            inner = gap[ids] >= -mid
+            inner = weights >= math.exp(-mid)
             if weights[inner].sum() >= need:
                 ids, weights, high = ids[inner], weights[inner], mid
             else:

@@ -14,10 +14,10 @@
 # speed       target-only against the draft (`--tree auto`), prompt lookup and both combined
 #             (`--draft-method combined`, the draft method users get with a draft), greedy
 #             and sampled, on 16 prompts each of code, open prose, questions (chat) and
-#             copy-heavy prompts; REPEATS=3 runs it three times (RUNS="2 3": those run
-#             numbers), SETS, MODES and METHODS pick parts, CPP=build/cpp/etspec_runner
-#             times the C++ runner beside Python (bash runtime/cpp/build.sh) (about 35
-#             minutes a run in all on 2 cores, Python alone).
+#             copy-heavy prompts (sampled: seed = the run number); REPEATS=3 runs it three
+#             times (RUNS="2 3": those run numbers), SETS, MODES and METHODS pick parts,
+#             CPP=build/cpp/etspec_runner times the C++ runner beside Python (bash
+#             runtime/cpp/build.sh) (about 35 minutes a run in all on 2 cores, Python alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh bench
@@ -57,7 +57,10 @@ for stage in ${STAGES:-acceptance speed}; do
             for set in ${SETS:-humaneval english chat copy}; do
                 for mode in ${MODES:-greedy sampled}; do
                     extra=()
-                    [ "$mode" = sampled ] && extra=("${sampled[@]}")
+                    # Each run draws its own sample (seed = run number): three runs of one
+                    # seed would time the same texts three times, and a sampled text's
+                    # repetition, which prompt lookup feeds on, varies from draw to draw.
+                    [ "$mode" = sampled ] && extra=(--temperature 0.8 --top-p 0.95 --seed "$run")
                     for method in ${METHODS:-eagle3 combined prompt-lookup}; do
                         pair=(--target "$target" --draft "$draft" --draft-method "$method")
                         [ "$method" = prompt-lookup ] && pair=(--target "$target" --draft-method "$method")

@@ -142,6 +142,28 @@ def test_streaming_callback_sees_every_token_in_order(small) -> None:  # type: i
     assert seen == out.token_ids and len(seen) == 20
 
 
+def test_pte_generation_runs_torch_on_one_thread_and_restores_it(artifacts, small) -> None:  # type: ignore[no-untyped-def]
+    """Torch's spinning OpenMP threads would take cores from the program's own pool
+    (runtime/threads.py): one thread while .pte programs generate, the caller's after, and
+    an eager program keeps its threads for the model's work."""
+    _, spec = small
+    eager, _ = runners(target_program(artifacts.small_draft().target, "eager"))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for runner, inside in ((spec, 1), (eager, 2)):
+            seen: list[int] = []
+
+            def note(ids: list[int], text: str, seen: list[int] = seen) -> None:
+                seen.append(torch.get_num_threads())
+
+            runner.generate(PROMPT, 6, ignore_eos=True, callback=note)
+            assert seen and set(seen) == {inside}
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_callback_returning_false_stops(small) -> None:  # type: ignore[no-untyped-def]
     _, spec = small
     out = spec.generate(PROMPT, 20, ignore_eos=True, callback=lambda ids, text: False)

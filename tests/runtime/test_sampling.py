@@ -238,15 +238,19 @@ TEMPERATURE = 0.9
 SAMPLES = 20_000
 
 
-@pytest.fixture(scope="module")
-def exact_marginals(artifacts):  # type: ignore[no-untyped-def]
-    """Exact distribution of generated tokens 2 and 3 from transformers, by enumeration."""
+TOP_P = 0.8
+
+
+def _marginals(artifacts, top_p: float = 1.0):  # type: ignore[no-untyped-def]
+    """Exact distribution of generated tokens 2 and 3 from transformers, by enumeration, at
+    TEMPERATURE and ``top_p``."""
     hf = artifacts.small_draft().target.hf
+    sampler = Sampler(SamplingConfig(TEMPERATURE, top_p=top_p))
 
     @torch.no_grad()
     def next_probs(prefixes: list[list[int]]) -> torch.Tensor:
         ids = torch.tensor([[*PROMPT, *p] for p in prefixes])
-        return torch.softmax(hf(ids).logits[:, -1].double() / TEMPERATURE, -1)
+        return sampler.probs(hf(ids).logits[:, -1]).double()
 
     p1 = next_probs([[]])[0]
     p2_given = next_probs([[a] for a in range(V)])  # [V, V]
@@ -254,6 +258,18 @@ def exact_marginals(artifacts):  # type: ignore[no-untyped-def]
     p3_given = next_probs([list(ab) for ab in pairs]).view(V, V, V)
     joint12 = p1[:, None] * p2_given
     return joint12.sum(0), (joint12[:, :, None] * p3_given).sum((0, 1))
+
+
+@pytest.fixture(scope="module")
+def exact_marginals(artifacts):  # type: ignore[no-untyped-def]
+    return _marginals(artifacts)
+
+
+@pytest.fixture(scope="module")
+def top_p_marginals(artifacts):  # type: ignore[no-untyped-def]
+    p2, p3 = _marginals(artifacts, TOP_P)
+    assert int((p2 == 0).sum())  # top-p cuts tokens that temperature alone would keep
+    return p2, p3
 
 
 # Chain (sampled draft tokens, q = the draft's distribution) and trees (deterministic top-k
@@ -266,7 +282,12 @@ TREES = {
 
 
 def _speculative_counts(  # type: ignore[no-untyped-def]
-    artifacts, verifier: Verifier, n: int, tree: str = "chain2", combined: bool = False
+    artifacts,
+    verifier: Verifier,
+    n: int,
+    tree: str = "chain2",
+    combined: bool = False,
+    top_p: float = 1.0,
 ):
     target, draft = pair_programs(artifacts.small_draft(), "pte")
     kv = "scratch-commit" if tree == "D2xBF2" else "position-overwrite"
@@ -277,7 +298,8 @@ def _speculative_counts(  # type: ignore[no-untyped-def]
     c2, c3 = torch.zeros(V), torch.zeros(V)
     accepted = looked_up = 0
     for seed in range(n):
-        out = spec.generate(PROMPT, 3, SamplingConfig(TEMPERATURE, seed=seed), ignore_eos=True)
+        sampling = SamplingConfig(TEMPERATURE, top_p=top_p, seed=seed)
+        out = spec.generate(PROMPT, 3, sampling, ignore_eos=True)
         c2[out.token_ids[1]] += 1
         c3[out.token_ids[2]] += 1
         accepted += out.stats.accepted_tokens
@@ -301,6 +323,21 @@ def test_combined_drafter_sampling_matches_target_distribution(artifacts, exact_
     chosen from what earlier steps of the request taught: still the target's distribution."""
     p2, p3 = exact_marginals
     c2, c3 = _speculative_counts(artifacts, Verifier(), SAMPLES // 2, combined=True)
+    assert chi_square_pvalue(c2, p2) > ALPHA
+    assert chi_square_pvalue(c3, p3) > ALPHA
+
+
+@pytest.mark.parametrize("combined", [False, True], ids=["eagle3", "combined"])
+def test_speculative_sampling_with_top_p_matches_target_distribution(  # type: ignore[no-untyped-def]
+    artifacts, top_p_marginals, combined: bool
+) -> None:
+    """Top-p truncates the target's p and the draft's q alike (the real-model figures sample
+    at top-p 0.95): the emitted tokens still follow the truncated target distribution."""
+    p2, p3 = top_p_marginals
+    c2, c3 = _speculative_counts(
+        artifacts, Verifier(), SAMPLES // 4, combined=combined, top_p=TOP_P
+    )
+    assert not c2[p2 == 0].any() and not c3[p3 == 0].any()  # nothing top-p cut is emitted
     assert chi_square_pvalue(c2, p2) > ALPHA
     assert chi_square_pvalue(c3, p3) > ALPHA
 
