@@ -12,7 +12,6 @@ reports medians, the kept set's size and the decode call itself for scale. JSON 
 
 from __future__ import annotations
 
-import json
 import platform
 import statistics
 import time
@@ -24,6 +23,7 @@ import torch
 from etspec.runtime.runner import load_runners
 from etspec.runtime.sampling import Sampler, SamplingConfig
 from etspec.runtime.spec import RunnerSpec
+from etspec.tools.report import emit_report
 
 PROMPTS = [
     "The history of the printing press begins",
@@ -83,10 +83,7 @@ def main(target: str, tokens: int, repeats: int, json_out: str | None) -> None:
         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
         "settings": results,
     }
-    text = json.dumps(report, indent=2)
-    click.echo(text)
-    if json_out:
-        Path(json_out).write_text(text + "\n")
+    emit_report(report, json_out)
 
 
 if __name__ == "__main__":

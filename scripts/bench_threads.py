@@ -24,6 +24,8 @@ from typing import Any
 
 import click
 
+from etspec.tools.report import emit_report
+
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".etspec-cache"
 
@@ -85,10 +87,7 @@ def main(
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         result[f"weight_cache_{setting}"] = json.loads(res.stdout.strip().splitlines()[-1])
-    text = json.dumps(result, indent=2)
-    click.echo(text)
-    if json_out is not None:
-        json_out.write_text(text + "\n")
+    emit_report(result, json_out)
 
 
 if __name__ == "__main__":

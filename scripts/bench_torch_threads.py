@@ -15,7 +15,6 @@ of a target decode call inside the loop. JSON on stdout (and in ``--json``).
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 from collections import defaultdict
@@ -30,6 +29,7 @@ from etspec.runtime.runner import load_runners
 from etspec.runtime.sampling import SamplingConfig
 from etspec.runtime.spec import RunnerSpec
 from etspec.tools.prompts import load_prompts
+from etspec.tools.report import emit_report
 
 SAMPLED = SamplingConfig(0.8, top_p=0.95, seed=0)
 
@@ -95,10 +95,7 @@ def main(
         "tokens_per_s": best,
         "target_decode_ms": {k: 1e3 * sum(v) / len(v) for k, v in calls.items()},
     }
-    text = json.dumps(report, indent=2)
-    click.echo(text)
-    if json_out:
-        Path(json_out).write_text(text + "\n")
+    emit_report(report, json_out)
 
 
 if __name__ == "__main__":
