@@ -272,9 +272,8 @@ class Sampler:
         e *= np.float32(1.0 / cfg.temperature)
         np.exp(e, out=e)
         total = float(e.sum(dtype=np.float64))
-        floor = _EXP_FLOOR
         if cfg.top_p >= 1.0:
-            ids = np.flatnonzero(e > floor)
+            ids = np.flatnonzero(e > _EXP_FLOOR)
             return self._top_p(ids, e[ids].astype(np.float64), total)
         # The kept set is a prefix of the tokens by probability, so it lies within any
         # threshold set {e >= exp(-c)} holding at least top_p of the mass: find the first
@@ -283,7 +282,8 @@ class Sampler:
         need = cfg.top_p * total
         low = 0.0
         for cutoff in (*TOP_P_CUTOFFS, -EXP_UNDERFLOW):
-            inside = e >= np.float32(math.exp(-cutoff)) if cutoff < -EXP_UNDERFLOW else e > floor
+            last = cutoff >= -EXP_UNDERFLOW  # every token with mass
+            inside = e > _EXP_FLOOR if last else e >= np.float32(math.exp(-cutoff))
             ids = np.flatnonzero(inside)
             weights = e[ids].astype(np.float64)
             if weights.sum() >= need:

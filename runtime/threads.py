@@ -4,10 +4,11 @@ ExecuTorch runs a program on its own thread pool; torch's (OpenMP) pool serves o
 work around the calls (a program's outputs handed over as torch tensors, masks, rows of
 logits). A torch op over more than a few thousand elements wakes every OpenMP thread, which
 then spins waiting for more work and takes a core from the next program call: on 2 cores a
-Gemma 3 270M decode takes 12.2 ms inside the loop against 10.3 ms with torch on one thread
-(``docs/results.md``, Python runtime). So a generation over ``.pte`` programs runs torch on
-one thread and gives the caller's setting back when the last such generation ends; an eager
-(reference) program does its model's work in torch and keeps its threads.
+Gemma 3 270M decode takes 12.6 ms inside the loop against 10.6 ms with torch on one thread
+(``scripts/bench_torch_threads.py``, ``docs/results.md``). So a generation over ``.pte``
+programs runs torch on one thread and gives the caller's setting back when the last such
+generation ends; an eager (reference) program does its model's work in torch and keeps its
+threads.
 """
 
 from __future__ import annotations
