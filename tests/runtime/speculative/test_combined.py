@@ -96,7 +96,7 @@ def test_unreached_depths_borrow_the_deepest_reached_one() -> None:
         never.observe(15, 0)  # 50 steps, each rejected at the first token
     # Depths 2..15 were never reached; they are as unlikely as depth 1, not sure things.
     assert lookup_tokens(never, 15, 2.0) < 1.1
-    assert never.expected_tokens(15, 2.0) > 1.5  # the per-depth bound rates them as sure
+    assert never.expected_tokens(15, 2.0) < 1.1  # the chains' bound agrees
     always = DepthAcceptance()
     for _ in range(50):
         always.observe(15, 15)

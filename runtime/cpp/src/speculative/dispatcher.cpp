@@ -66,13 +66,6 @@ double DepthAcceptance::conditional(int64_t depth) const {
   return (accepted[d] + 1.0) / (reached[d] + 2.0);
 }
 
-double DepthAcceptance::upper(int64_t depth, double z) const {
-  const bool seen = depth <= static_cast<int64_t>(reached.size());
-  const double n = seen ? reached[depth - 1] : 0, a = seen ? accepted[depth - 1] : 0;
-  const double p = (a + 1) / (n + 2);
-  return std::min(1.0, p + z * std::sqrt(p * (1 - p) / (n + 2)));
-}
-
 std::vector<double> DepthAcceptance::borrowed_upper(int64_t length, double z) const {
   std::vector<double> out;
   double prior = 0.5;
@@ -87,12 +80,25 @@ std::vector<double> DepthAcceptance::borrowed_upper(int64_t length, double z) co
 }
 
 double DepthAcceptance::expected_tokens(int64_t length, std::optional<double> z) const {
-  double total = 1.0, p = 1.0;
+  std::vector<double> probs, reach{1.0};
   for (int64_t d = 1; d <= length; ++d) {
-    p *= z ? upper(d, *z) : conditional(d);
-    total += p;
+    probs.push_back(conditional(d));
+    reach.push_back(reach.back() * probs.back());
   }
-  return total;
+  double total = 0.0;
+  for (double r : reach) total += r;
+  if (!z) return total;
+  // The delta method, summed in dispatcher.py's order (deepest first) so that both
+  // runtimes choose alike.
+  double var = 0.0, tail = 0.0;
+  for (int64_t d = length; d >= 1; --d) {
+    tail += reach[d];
+    const double p = probs[d - 1];
+    const double n = d <= static_cast<int64_t>(reached.size()) ? reached[d - 1] : 0;
+    const double g = tail / p;
+    var += g * g * p * (1 - p) / (n + 2);
+  }
+  return std::min(static_cast<double>(length) + 1.0, total + *z * std::sqrt(var));
 }
 
 AutoTree::AutoTree(std::vector<std::unique_ptr<TreeShape>> shapes, std::vector<int64_t> widths)

@@ -6,14 +6,14 @@
 // - acceptance is observed: chains pool theirs by depth (DepthAcceptance), so a step of any
 //   chain informs every chain length; trees are judged on their own steps;
 // - each step runs the candidate with the highest upper confidence bound of tokens/s; a
-//   chain's bound is built depth by depth, so depths a shorter chain never reaches stay
-//   optimistic until a longer chain measures them;
+//   chain's bound is its mean tokens plus each depth's doubt weighted by the share of
+//   steps that reach that depth (unreached depths borrow the deepest reached one's rate);
 // - a chain whose drafter says how it was found (Proposal::evidence: prompt lookup's matched
 //   n-gram length) is cut to the prefix with the most tokens/s (trim), by the acceptance
 //   seen under the same evidence; once a drafter has given evidence, the longest chain
 //   stands for every chain and for drafting nothing (a cut reaches any of them).
 // The same arithmetic as the Python class, in the same order: on the same recorded costs
-// and outcomes both choose the same shapes (tests/test_cpp_dispatcher.py).
+// and outcomes both choose the same shapes (tests/runtime/cpp/test_cpp_dispatcher.py).
 #pragma once
 
 #include <deque>
@@ -48,15 +48,13 @@ struct DepthAcceptance {
   // P(depth accepted | all shallower accepted), a Laplace prior; unseen depths borrow the
   // deepest seen one.
   double conditional(int64_t depth) const;
-  // Upper confidence bound of conditional(depth): the Laplace estimate plus z standard
-  // errors of this depth's own count (no borrowing: an unseen depth is 1).
-  double upper(int64_t depth, double z) const;
   // Upper confidence bounds of depths 1..length, each estimated with a prior of two steps
   // at the shallower depth's estimate (depth 1: one accept, one reject) plus z standard
   // errors (what trim reads; dispatcher.py).
   std::vector<double> borrowed_upper(int64_t length, double z) const;
   // Mean tokens a chain of `length` emits per step (accepted + the bonus); with z, its
-  // upper confidence bound (every depth at its upper()).
+  // upper confidence bound: z standard errors over the mean, each depth's error carried to
+  // the tokens by the share of steps that reach it (the delta method; dispatcher.py).
   double expected_tokens(int64_t length, std::optional<double> z = std::nullopt) const;
 };
 
