@@ -3,7 +3,7 @@ against the host work around them.
 
     python scripts/profile_step.py [--target T.pte] [--draft D.pte] [--trees chain7,N7]
         [--prompts humaneval] [--num-prompts 16] [--max-new-tokens 128] [--repeats 3]
-        [--json OUT.json]
+        [--temperature 0.8 --top-p 0.95 --seed 1] [--json OUT.json]
 
 Every program call is timed where it enters the program (``Program.run``), so per step the
 report splits each stage into what the program did and what Python did around it:
@@ -16,8 +16,10 @@ report splits each stage into what the program did and what Python did around it
 
 The draft's prefill (once per prompt) is left out of both. Each shape runs ``--repeats``
 passes over the prompts after one warm-up prompt; the pass with the least host time is
-reported (the machine's noise only adds). Greedy, ``ignore_eos``, so every prompt runs the
-same number of tokens. Defaults to the bundled pair exported by ``scripts/export_bundled.sh``.
+reported (the machine's noise only adds). Greedy unless ``--temperature`` is given; sampled
+passes seed prompt i with ``--seed`` + i, so every pass times the same texts. ``ignore_eos``,
+so every prompt runs the same number of tokens. Defaults to the bundled pair exported by
+``scripts/export_bundled.sh``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import click
 
 from etspec.contract import DRAFT_PREFILL, TARGET_COMMIT, TARGET_PREFILL
 from etspec.runtime.program import Program
+from etspec.runtime.sampling import SamplingConfig
 from etspec.runtime.spec import RunnerSpec, TreeSettings
 from etspec.runtime.speculative.settings import parse_shape
 from etspec.tools.prompts import load_prompts
@@ -110,6 +113,9 @@ def split(stage_s: dict[str, float], seconds: dict[str, float], steps: int) -> d
 @click.option("--num-prompts", default=16, type=click.IntRange(1))
 @click.option("--max-new-tokens", default=128, type=click.IntRange(1))
 @click.option("--repeats", default=3, type=click.IntRange(1))
+@click.option("--temperature", default=0.0, type=click.FloatRange(0), help="0 is greedy.")
+@click.option("--top-p", default=1.0, type=click.FloatRange(0, 1, min_open=True))
+@click.option("--seed", default=1, type=click.IntRange(0), help="Prompt i samples with seed+i.")
 @click.option("--json", "json_out", type=click.Path(path_type=Path))
 def main(
     target: Path,
@@ -119,6 +125,9 @@ def main(
     num_prompts: int,
     max_new_tokens: int,
     repeats: int,
+    temperature: float,
+    top_p: float,
+    seed: int,
     json_out: Path | None,
 ) -> None:
     names = [t.strip() for t in trees.split(",") if t.strip()]
@@ -131,6 +140,10 @@ def main(
     }.values():
         timer.wrap(program)
     texts = [p.text for p in load_prompts(prompts, num_prompts)]
+
+    def sampling(i: int) -> SamplingConfig | None:
+        return SamplingConfig(temperature, top_p=top_p, seed=seed + i) if temperature else None
+
     report: dict[str, Any] = {
         "target": str(target),
         "draft": str(draft),
@@ -138,18 +151,22 @@ def main(
         "num_prompts": len(texts),
         "max_new_tokens": max_new_tokens,
         "repeats": repeats,
+        "temperature": temperature,
+        "top_p": top_p,
+        "seed": seed,
         "shapes": {},
     }
     for name, runner in systems.items():
-        runner.generate(texts[0], max_new_tokens, ignore_eos=True)  # warm-up
+        runner.generate(texts[0], max_new_tokens, sampling(0), ignore_eos=True)  # warm-up
         best: dict[str, Any] | None = None
         for _ in range(repeats):
             timer.take()
             stage_s: dict[str, float] = defaultdict(float)
             steps = tokens = 0
             t0 = time.perf_counter()
-            for text in texts:
-                stats = runner.generate(text, max_new_tokens, ignore_eos=True).stats
+            for i, text in enumerate(texts):
+                result = runner.generate(text, max_new_tokens, sampling(i), ignore_eos=True)
+                stats = result.stats
                 steps += stats.verify_calls
                 tokens += stats.generated_tokens
                 for k, v in stats.stage_s.items():
