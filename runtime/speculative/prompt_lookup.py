@@ -7,8 +7,10 @@ no KV, which is the point: the speculative loop works unchanged over it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from etspec.contract import DEFAULT_MAX_NGRAM, PROMPT_LOOKUP_METHOD, message
@@ -33,32 +35,58 @@ class PromptLookupDraftRunner(SpeculativeDraftRunner):
         self.vocab_size = vocab_size
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
-        self.history: list[int] = []
+        # The sequence so far in a buffer that doubles when full: every step searches it,
+        # and numpy ops cost ~1 us where torch ops cost 5-15 us (match: 10-13 us over
+        # 128-2,048 tokens, against 37-168 us as torch ops; scripts/bench_lookup.py).
+        self._seq = np.zeros(256, dtype=np.int64)
+        self._len = 0
+
+    @property
+    def history(self) -> list[int]:
+        """The prompt and every committed token, in order."""
+        return self._seq[: self._len].tolist()  # type: ignore[no-any-return]
+
+    @history.setter
+    def history(self, tokens: Sequence[int]) -> None:
+        self._len = 0
+        self._extend(tokens)
+
+    def _extend(self, tokens: Sequence[int]) -> None:
+        end = self._len + len(tokens)
+        if end > self._seq.size:
+            grown = np.zeros(max(end, 2 * self._seq.size), dtype=np.int64)
+            grown[: self._len] = self._seq[: self._len]
+            self._seq = grown
+        self._seq[self._len : end] = tokens
+        self._len = end
 
     def reset(self) -> None:
-        self.history = []
+        self._len = 0
 
     def prefill(self, prompt: list[int], first_token: int, hidden: torch.Tensor | None) -> int:
         self.history = [*prompt, first_token]
         return 0
 
     def accept(self, acceptance: Acceptance) -> int:
-        self.history.extend([*acceptance.tokens[1:], acceptance.next_token])
+        self._extend([*acceptance.tokens[1:], acceptance.next_token])
         return 0
 
     def match(self, max_tokens: int) -> tuple[int, list[int]]:
         """(n, continuation): the length of the longest n-gram matched and at most
         ``max_tokens`` tokens that followed its latest earlier occurrence; (0, []) when
         nothing matches."""
-        seq = torch.tensor(self.history, dtype=torch.long)
-        total = seq.numel()
+        seq, total = self._seq, self._len
         for n in range(min(self.max_ngram, total - 1), self.min_ngram - 1, -1):
-            # Windows starting before the final n-gram itself; latest match wins.
-            windows = seq[: total - 1].unfold(0, n, 1)
-            hits = (windows == seq[total - n :]).all(-1).nonzero()
-            if hits.numel():
-                start = int(hits[-1]) + n
-                return n, seq[start : start + max_tokens].tolist()
+            # Windows starting before the final n-gram itself (starts 0..total-n-1), each
+            # compared token by token with it; the latest match wins.
+            starts = total - n
+            hit = seq[:starts] == seq[starts]
+            for k in range(1, n):
+                hit &= seq[k : k + starts] == seq[starts + k]
+            found = np.flatnonzero(hit)
+            if found.size:
+                start = int(found[-1]) + n
+                return n, seq[start : min(start + max_tokens, total)].tolist()
         return 0, []
 
     def propose(self, shape: TreeShape, max_height: int, sampler: Sampler) -> Proposal:
