@@ -3,8 +3,9 @@
     python scripts/bench_lookup.py [--lengths 128,512,2048] [--json OUT.json]
 
 Times ``PromptLookupDraftRunner.match`` (the search ``--draft-method prompt-lookup`` and
-``combined`` run before every step) over histories of each length, drawn from a small
-alphabet so that matches of every n are found, against the torch-op search it replaced.
+``combined`` run before every step) over histories of each length, drawn uniformly from
+``--vocab`` tokens (mostly 1-gram matches, so each call tries every n), against the
+torch-op search it replaced.
 Reports median microseconds per call. JSON on stdout (and in ``--json``).
 """
 

@@ -37,7 +37,7 @@ class PromptLookupDraftRunner(SpeculativeDraftRunner):
         self.min_ngram = min_ngram
         # The sequence so far in a buffer that doubles when full: every step searches it,
         # and numpy ops cost ~1 us where torch ops cost 5-15 us (match: 10-13 us over
-        # 128-2,048 tokens, against 37-168 us as torch ops; scripts/bench_lookup.py).
+        # 128-2,048 tokens, against 37-172 us as torch ops; scripts/bench_lookup.py).
         self._seq = np.zeros(256, dtype=np.int64)
         self._len = 0
 
