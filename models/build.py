@@ -352,6 +352,6 @@ def draft_program(
             f"{draft_checkpoint}: d2t maps draft ids outside the target's {target.vocab_size}-"
             "token vocabulary; this draft was trained for another target"
         ) from None
-    quantize(model, opts.dtype)
+    quantize(model, opts.dtype, keep=model.FULL_PRECISION)
     methods = draft_methods(model, target.prefill_chunk, target.verify_widths, opts.step_width)
     return ProgramBuild(model, meta, methods, {DRAFT_D2T: model.d2t.clone()})

@@ -18,7 +18,7 @@ section gives the measured quality (``etspec quality``) and speed of each recipe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from torch import nn
@@ -62,9 +62,12 @@ def recipe(dtype: str) -> Recipe:
     return RECIPES[dtype]
 
 
-def quantize(model: nn.Module, dtype: str, head: str = "lm_head") -> None:
+def quantize(
+    model: nn.Module, dtype: str, head: str = "lm_head", keep: Collection[str] = ()
+) -> None:
     """Quantize ``model`` in place by the recipe ``dtype``; ``head`` names its output
-    projection module (quantized by the recipe's ``lm_head`` scheme)."""
+    projection module (quantized by the recipe's ``lm_head`` scheme) and ``keep`` the
+    linears that stay fp32 under every recipe."""
     r = recipe(dtype)
     if r.linear is None and r.lm_head is None and r.embedding is None:
         return
@@ -102,7 +105,12 @@ def quantize(model: nn.Module, dtype: str, head: str = "lm_head") -> None:
                 wanted: Callable[[str], bool] = wanted,
                 takes: Callable[[nn.Module], bool] = takes,
             ) -> bool:
-                return isinstance(m, nn.Linear) and wanted(fqn) and takes(m)
+                return (
+                    isinstance(m, nn.Linear)
+                    and fqn.split(".")[-1] not in keep
+                    and wanted(fqn)
+                    and takes(m)
+                )
 
             quantize_(model, _config(scheme), filter_fn=pick)
 

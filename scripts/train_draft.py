@@ -33,7 +33,14 @@ from code_corpus import encode, read_texts, stdlib_root
 from safetensors.torch import save_file
 from torch import nn
 from tqdm import tqdm
-from train_state import autocast, bf16_matmuls, load_state, save_state
+from train_state import (
+    STATE_FILE,
+    StateMismatch,
+    autocast,
+    bf16_matmuls,
+    load_state,
+    save_state,
+)
 
 from etspec.contract import default_eagle3_layers
 from etspec.models.checkpoint import read_config
@@ -51,11 +58,20 @@ HELD_OUT_EVERY = 20  # of stored feature windows
 class TTTObjective(nn.Module):
     """Loss of one batch; a module so that DDP sees the forward and syncs gradients."""
 
-    def __init__(self, draft: Eagle3Draft, used: torch.Tensor, steps: int) -> None:
+    def __init__(
+        self, draft: Eagle3Draft, used: torch.Tensor, steps: int, scale: torch.Tensor | None = None
+    ) -> None:
         super().__init__()
         self.draft = draft
         self.steps = steps
         self.register_buffer("used", used, persistent=False)  # draft id -> target id
+        # The draft trains on the tapped states divided by this per-channel RMS, and its fc
+        # weight is divided by it when saved (``shipped``): the same function at run time.
+        # Without it a few massive channels (Gemma 3: 20,000 against a median of 1 in the
+        # low tap) set both the fused state and, under Adam, the effective learning rate
+        # of each input, and the low and middle taps are barely learned at all.
+        width = draft.fc.weight.shape[1]
+        self.register_buffer("scale", torch.ones(width) if scale is None else scale)
 
     def forward(
         self,
@@ -80,6 +96,7 @@ class TTTObjective(nn.Module):
         inside = slots < size
         loss = torch.zeros((), device=tokens.device)
         correct = []
+        hidden = hidden / self.scale
         for k, logits in enumerate(draft_ttt_forward(self.draft, tokens, hidden, self.steps)):
             # Row j of step k predicts the token after position j + k + 1.
             n = t - k - 1
@@ -93,6 +110,24 @@ class TTTObjective(nn.Module):
             pick = self.used[z.argmax(-1)]
             correct.append(((pick == target_top[:, k + 1 :]).float() * keep).sum() / count)
         return loss, torch.stack(correct)
+
+    def shipped(self) -> dict[str, torch.Tensor]:
+        """The draft's state as the runtime takes it: raw tapped states into ``fc``."""
+        state = {k: v.detach().cpu().contiguous() for k, v in self.draft.state_dict().items()}
+        state["fc.weight"] = (state["fc.weight"] / self.scale.cpu()[None, :]).contiguous()
+        return state
+
+
+def input_scale(batches: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """Per-channel RMS of tapped states ``[B, T, W]`` over their valid positions ``[B, T]``."""
+    total, count = None, 0
+    for hidden, valid in batches:
+        rows = hidden.float()[valid.to(hidden.device)]
+        part = rows.pow(2).sum(0)
+        total = part if total is None else total + part
+        count += len(rows)
+    assert total is not None and count, "no tapped states to scale by"
+    return (total / count).sqrt().clamp(min=1e-3).cpu()
 
 
 def sparse_target(
@@ -316,6 +351,34 @@ def vocabulary(counts: np.ndarray, size: int) -> tuple[torch.Tensor, float]:
     return used, float(counts[used.numpy()].sum() / max(1, counts.sum()))
 
 
+def _scale_sample(
+    store: FeatureStore | LiveWindows | None,
+    target: TargetModel,
+    stream: np.ndarray | None,
+    t2d: torch.Tensor,
+    size: int,
+    seq_len: int,
+    seed: int,
+    device: str,
+    bf16: bool,
+    windows: int = 32,
+) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+    """Tapped states of ``windows`` training windows (seeded), for ``input_scale``."""
+    if store is not None:
+        rng = np.random.default_rng([seed, 1])
+        index = np.sort(rng.choice(store.train, size=min(windows, len(store.train)), replace=False))
+        for part in np.array_split(index, max(1, len(index) // 8)):
+            batch = store.batch(part, t2d, size)
+            yield batch[1], batch[-1]
+        return
+    assert stream is not None
+    for i in range(max(1, windows // 8)):
+        x = batch_at(stream, seq_len, 8, [seed, 1, i]).to(device)
+        with torch.no_grad(), autocast(device, bf16):
+            _, hidden = target_forward(target, x)
+        yield hidden, torch.ones(x.shape, dtype=torch.bool)
+
+
 @click.command()
 @click.option(
     "--target",
@@ -453,16 +516,27 @@ def main(
     t2d = torch.full((vocab,), -1, dtype=torch.long)
     t2d[used] = torch.arange(size)
     draft, config = build_draft(target_dir, target, used, seq_len + ttt_steps, seed)
+    scale = input_scale(
+        _scale_sample(
+            store, target, train if store is None else None, t2d, size, seq_len, seed, device, bf16
+        )
+    )
     if isinstance(store, FeatureStore):
         del target  # the stored features replace it; its 262k-row tables are freed
-    objective = TTTObjective(draft, used, ttt_steps).to(device)
+    objective = TTTObjective(draft, used, ttt_steps, scale).to(device)
     model: nn.Module = objective
     if world > 1:
         model = nn.parallel.DistributedDataParallel(objective)
     params = [p for p in draft.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     out.mkdir(parents=True, exist_ok=True)
-    start = load_state(out, draft, opt, device) if resume else 0
+    try:
+        start = load_state(out, objective, opt, device) if resume else 0
+    except StateMismatch:
+        raise click.ClickException(
+            f"{out / STATE_FILE} is another draft's training state or an earlier trainer's "
+            "(before the taps' scale was saved with it); remove it to train afresh"
+        ) from None
     if lead:
         click.echo(
             f"{tokens_total:,} train tokens; draft vocab {size} covers {coverage:.1%} of "
@@ -478,7 +552,7 @@ def main(
     for step in bar:
         if max_minutes is not None and time.time() - t0 > max_minutes * 60:
             done = step
-            save_state(out, draft, opt, step)
+            save_state(out, objective, opt, step)
             click.echo(f"stopped at step {step} of {steps}: --max-minutes {max_minutes} passed")
             break
         for g in opt.param_groups:
@@ -509,7 +583,7 @@ def main(
                 loss=f"{loss.item():.3f}", acc0=f"{acc[0].item():.2f}", accN=f"{acc[-1].item():.2f}"
             )
         if lead and ((step + 1) % save_every == 0 or step + 1 == steps):
-            save_state(out, draft, opt, step + 1)
+            save_state(out, objective, opt, step + 1)
     if world > 1:
         dist.barrier()
     if lead:
@@ -519,7 +593,7 @@ def main(
         else:
             val_loss, val_acc = evaluate(objective.eval(), target, held, seq_len, device, t2d, bf16)
             held_out = {}
-        state = {k: v.detach().cpu().contiguous() for k, v in draft.state_dict().items()}
+        state = objective.shipped()
         table = state["embed_tokens.weight"]
         if table.numel() * table.element_size() > SHIP_EMBEDDING_MAX:
             # The target's own table, frozen: export reads it from the target checkpoint.

@@ -19,6 +19,10 @@ def _trained(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v for k, v in model.state_dict().items() if k not in frozen}
 
 
+class StateMismatch(RuntimeError):
+    """A saved state whose tensors are not the model's (another model, an older trainer)."""
+
+
 def save_state(out: Path, model: nn.Module, opt: torch.optim.Optimizer, step: int) -> None:
     tmp = out / (STATE_FILE + ".tmp")
     torch.save({"model": _trained(model), "optimizer": opt.state_dict(), "step": step}, tmp)
@@ -34,7 +38,7 @@ def load_state(out: Path, model: nn.Module, opt: torch.optim.Optimizer, device: 
     missing, unexpected = model.load_state_dict(state["model"], strict=False)
     frozen = {name for name, p in model.named_parameters() if not p.requires_grad}
     if unexpected or set(missing) - frozen:
-        raise RuntimeError(f"{path} does not fit the model: {unexpected or missing}")
+        raise StateMismatch(f"{path} does not fit the model: {unexpected or missing}")
     opt.load_state_dict(state["optimizer"])
     return int(state["step"])
 

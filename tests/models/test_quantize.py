@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from helpers import random_prompts
 from test_cpp_runner import _cpp
 
@@ -50,3 +51,25 @@ def test_cpp_runner_equals_python(quantized, runner_bin: Path) -> None:  # type:
         want = base.generate(prompt, 16, ignore_eos=True).token_ids
         (got,) = _cpp(runner_bin, quantized.pte, prompt, "--max-new-tokens", "16", "--ignore-eos")
         assert got["token_ids"] == want
+
+
+def test_the_draft_s_fc_keeps_its_fp32_weights(tmp_path: Path) -> None:
+    """Every recipe quantizes the draft's decoder linears but leaves ``fc`` (raw target
+    states in) exactly as the checkpoint holds it."""
+    from tiny import Eagle3Spec, make_eagle3_checkpoint, make_hf_target, write_tokenizer
+
+    from etspec.models.build import DraftExportOptions, draft_program
+    from etspec.runtime.eager import eager_target
+
+    make_hf_target("llama_gqa_rope3", tmp_path / "target")
+    write_tokenizer(tmp_path / "target", 256)
+    weights = make_eagle3_checkpoint(tmp_path / "draft", Eagle3Spec(aux_layer_ids=(2, 3, 3)))
+    target = eager_target(tmp_path / "target", max_seq=64, prefill_chunk=16, verify_width=4)
+    for dtype in ("8da8w", "8da4w-mixed"):
+        model = draft_program(
+            tmp_path / "draft", target.metadata, DraftExportOptions(dtype=dtype)
+        ).model
+        assert type(model.fc.weight.data) is torch.Tensor
+        assert torch.equal(model.fc.weight, weights["fc.weight"])
+        q_proj = model.midlayer.self_attn.q_proj.weight.data
+        assert type(q_proj) is not torch.Tensor, dtype  # a torchao quantized tensor

@@ -221,6 +221,41 @@ def test_train_target_writes_a_transformers_checkpoint(tmp_path: Path) -> None:
     assert "resumed at step 6" in result.output
 
 
+def test_the_shipped_draft_reads_raw_taps(pair) -> None:  # type: ignore[no-untyped-def]
+    """Training divides the taps by their per-channel RMS; the checkpoint it writes takes
+    the raw taps into ``fc`` and gives the same loss as the draft trained."""
+    import copy
+
+    from train_draft import TTTObjective, input_scale
+
+    _, _, draft = pair
+    model = copy.deepcopy(draft.model)
+    width, size = model.target_hidden_width, len(model.d2t)
+    gen = torch.Generator().manual_seed(3)
+    # Channels from 1 to 10^4 in size, as Gemma 3's residual stream has them.
+    spread = 10 ** torch.linspace(0, 4, width)
+    hidden = torch.randn(2, 24, width, generator=gen) * spread
+    valid = torch.ones(2, 24, dtype=torch.bool)
+    valid[1, 20:] = False
+    scale = input_scale([(hidden[:1], valid[:1]), (hidden[1:], valid[1:])])
+    rows = hidden[valid]
+    torch.testing.assert_close(scale, rows.pow(2).mean(0).sqrt(), rtol=1e-5, atol=0)
+    used = torch.arange(size) + model.d2t
+    trained = TTTObjective(model, used, 3, scale)
+    shipped = copy.deepcopy(model)
+    shipped.load_state_dict(trained.shipped())
+    tokens = torch.randint(0, 256, (2, 24), generator=gen)
+    slots = torch.randint(0, size + 1, (2, 24, 5), generator=gen)
+    probs = torch.softmax(torch.randn(2, 24, 5, generator=gen), -1)
+    top = torch.randint(0, 256, (2, 24), generator=gen)
+    with torch.no_grad():
+        want = trained(tokens, hidden, slots, probs, top, valid)
+        got = TTTObjective(shipped, used, 3)(tokens, hidden, slots, probs, top, valid)
+        torch.testing.assert_close(shipped.fuse(hidden), model.fuse(hidden / scale))
+    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+    assert torch.equal(got[1], want[1])
+
+
 def test_training_forwards_stay_on_the_model_device(pair) -> None:  # type: ignore[no-untyped-def]
     """Every tensor the forwards build lives on the tokens' device: on the meta device a
     stray CPU mask or index raises, as it would on CUDA (where the bundled pair trains)."""
@@ -333,6 +368,22 @@ def test_draft_trains_over_stored_target_features(  # type: ignore[no-untyped-de
     train(tmp_path / "d1b", 40)
     weights = [(tmp_path / d / "model.safetensors").read_bytes() for d in ("d1", "d1b", "d0")]
     assert weights[0] == weights[1] != weights[2]
+    # Resuming restores the taps' scale with the weights: another seed samples other windows
+    # to measure it from, yet the finished run writes the same checkpoint again.
+    again = ["--target", str(root / "target"), "--features", str(data), "--out",
+            str(tmp_path / "d1"), "--draft-vocab", "24", "--ttt-steps", "3", "--batch", "4",
+            "--steps", "40", "--seed", "5", "--resume", "--device", "cpu"]  # fmt: skip
+    result = CliRunner().invoke(main, again, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "d1" / "model.safetensors").read_bytes() == weights[0]
+    # A state saved before the scale was (the draft's tensors alone) is refused in one line.
+    path = tmp_path / "d1" / "train_state.pt"
+    state = torch.load(path, weights_only=False)
+    state["model"] = {k[len("draft.") :]: v for k, v in state["model"].items() if k != "scale"}
+    torch.save(state, path)
+    result = CliRunner().invoke(main, again)
+    assert result.exit_code == 1 and "remove it to train afresh" in result.output
+    assert "Traceback" not in result.output
     eager_draft(tmp_path / "d1", target, step_width=1)  # validates the pair
 
     # --windows runs the target on each batch instead: the inputs the features store.
