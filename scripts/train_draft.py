@@ -6,7 +6,9 @@ draft is unrolled ``--ttt-steps`` times (default 7), each step fed its own previ
 state, with the attention pattern the runtime drafts with (``etspec.models.training``). The
 loss is the cross-entropy against the target's next-token distribution restricted to the
 draft vocabulary (the ``--draft-vocab`` most frequent target tokens of the corpus, mapped by
-``d2t``/``t2d``), weighted 0.8**k for unroll step k, as in EAGLE-3.
+``d2t``/``t2d``), weighted 0.8**k for unroll step k, as in EAGLE-3. The draft trains on
+the tapped states divided by their per-channel RMS, a division folded into the ``fc`` it
+writes (``TTTObjective.shipped``).
 
 The output is the official EAGLE-3 checkpoint layout (``fc``, ``midlayer``, ``norm``,
 ``lm_head``, ``d2t``, ``t2d``, ``embed_tokens``; ``config.json`` with
