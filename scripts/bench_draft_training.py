@@ -22,7 +22,7 @@ from pathlib import Path
 import click
 import torch
 from train_draft import TOP_K, TTTObjective
-from train_state import autocast, bf16_matmuls
+from train_state import autocast, bf16_matmuls, precision_option, use_bf16
 
 from etspec.models.eagle3 import Eagle3Config, Eagle3Draft
 
@@ -93,6 +93,7 @@ def _time_steps(draft_vocab: int, ttt_steps: int, batch: int, steps: int, bf16: 
 @click.option("--threads", default=None, type=int, help="torch threads [default: torch's].")
 @click.option("--steps", default=5, show_default=True, help="Timed steps per size.")
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None)
+@precision_option
 def main(
     sizes: tuple[int, ...],
     ttt_steps: int,
@@ -100,11 +101,12 @@ def main(
     threads: int | None,
     steps: int,
     json_out: Path | None,
+    precision: str,
 ) -> None:
     """Time a draft training step per draft vocabulary size."""
     if threads:
         torch.set_num_threads(threads)
-    bf16 = bf16_matmuls("cpu")
+    bf16 = use_bf16(precision, "cpu")
     rows = []
     for size in sizes:
         s = _time_steps(size, ttt_steps, batch, steps, bf16)
@@ -121,7 +123,11 @@ def main(
             "threads": torch.get_num_threads(),
             "bf16": bf16,
         },
-        "machine": {"cpu": platform.processor() or platform.machine(), "torch": torch.__version__},
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "bf16_matrix_units": bf16_matmuls("cpu"),
+            "torch": torch.__version__,
+        },
         "rows": rows,
     }
     if json_out:

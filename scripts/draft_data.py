@@ -43,6 +43,7 @@ import torch
 from code_corpus import source_files, stdlib_root
 from prose_prompts import prose_prompts
 from tqdm import tqdm
+from train_state import autocast, precision_option, use_bf16
 
 WINDOW = 256  # tokens per training window, <bos> included
 TOP_K = 20  # next-token log-probabilities stored per position
@@ -355,7 +356,8 @@ def _grow(shards: Path, before: np.ndarray, windows: np.ndarray) -> None:
     "--shards", "limit", type=click.IntRange(min=1), default=None,
     help="Compute at most this many shards (in shard_order); run again with more to extend.",
 )  # fmt: skip
-def features(target: Path, out: Path, batch: int, limit: int | None) -> None:
+@precision_option
+def features(target: Path, out: Path, batch: int, limit: int | None, precision: str) -> None:
     """Tapped hidden states and top-k log-probabilities of every window (DATA/shards/).
     ``features.json`` lists the complete shards; the trainer reads those."""
     from etspec.models.families import load_target
@@ -372,13 +374,16 @@ def features(target: Path, out: Path, batch: int, limit: int | None) -> None:
     model = (
         load_target(target, max_context=windows.shape[1], scratch=0).eval().requires_grad_(False)
     )
+    # auto: bf16 only where the CPU has bf16 matrix units; without them oneDNN emulates
+    # bf16 at a fraction of fp32's rate (docs/results.md, on a Xeon without AMX).
+    bf16 = use_bf16(precision, "cpu")
     n_shards = -(-len(windows) // SHARD_ROWS)
     order = shard_order(n_shards, generated)[:limit]
     todo = [s for s in order if not (shards / f"{s:05d}.topk_ids.npy").exists()]
     for s in tqdm(todo, desc="target features"):
         rows = torch.from_numpy(windows[s * SHARD_ROWS : (s + 1) * SHARD_ROWS].astype(np.int64))
         hidden, ids, logp = [], [], []
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.no_grad(), autocast("cpu", bf16):
             for chunk in rows.split(batch):
                 logits, h = target_forward(model, chunk)
                 lp = torch.log_softmax(logits.float(), -1)
@@ -394,7 +399,8 @@ def features(target: Path, out: Path, batch: int, limit: int | None) -> None:
     meta = {"windows": len(windows), "generated": int(generated.sum()), "shards": n_shards,
             "complete": done,
             "shard_rows": SHARD_ROWS, "window": windows.shape[1], "top_k": TOP_K,
-            "hidden_width": model.hidden_width, "tokens": int(lengths.sum())}  # fmt: skip
+            "hidden_width": model.hidden_width, "tokens": int(lengths.sum()),
+            "bf16": bf16}  # fmt: skip
     (out / "features.json").write_text(json.dumps(meta, indent=2))
     click.echo(f"features: {json.dumps(meta)}")
 

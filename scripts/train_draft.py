@@ -39,9 +39,10 @@ from train_state import (
     STATE_FILE,
     StateMismatch,
     autocast,
-    bf16_matmuls,
     load_state,
+    precision_option,
     save_state,
+    use_bf16,
 )
 
 from etspec.contract import default_eagle3_layers
@@ -433,14 +434,7 @@ def _scale_sample(
 )
 @click.option("--resume/--no-resume", default=False, help="Continue from OUT/train_state.pt.")
 @click.option("--device", default=None, help="cpu or cuda [default: cuda when present].")
-@click.option(
-    "--precision",
-    type=click.Choice(["auto", "fp32", "bf16"]),
-    default="auto",
-    show_default=True,
-    help="Matmul precision (fp32 master weights either way); auto is bf16 on CUDA and on "
-    "CPUs with bf16 matrix units (AMX, AVX512-BF16).",
-)
+@precision_option
 def main(
     target_dir: Path,
     out: Path,
@@ -474,7 +468,7 @@ def main(
     lead = rank == 0
     if max_minutes is not None and world > 1:
         raise click.UsageError("--max-minutes stops one process; it is not for DDP runs")
-    bf16 = precision == "bf16" or (precision == "auto" and bf16_matmuls(device))
+    bf16 = use_bf16(precision, device)
     tok_file = target_dir / "tokenizer.json"
     if not tok_file.is_file():
         raise click.UsageError(f"{target_dir} has no tokenizer.json to tokenize the corpus with")

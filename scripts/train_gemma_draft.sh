@@ -12,7 +12,9 @@
 #                                                   # GPU run) does, not 3: half the tokens
 #                                                   # per hour; resumes a checkpoint of either
 #
-# The defaults fit a few hours of a 2-core CPU: a draft's quality here is bought with
+# The defaults fit a few hours of a 2-core CPU with bf16 matrix units (about 3.5 h with AMX;
+# about 7 h on an AVX-512 CPU without them, where features and training run in fp32:
+# docs/results.md). A draft's quality here is bought with
 # training tokens, so the recipe stores features for two thirds of the windows (under a
 # minute a shard: all of the target's own continuations and 4,100 corpus windows) and trains
 # over them about three times (4,000 steps: held-out agreement at the first step 0.63 on the

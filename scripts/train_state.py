@@ -4,8 +4,11 @@ atomically, so an interrupted save never leaves a truncated file behind) and pre
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import click
 import torch
 from torch import nn
 
@@ -45,7 +48,8 @@ def load_state(out: Path, model: nn.Module, opt: torch.optim.Optimizer, device: 
 
 def bf16_matmuls(device: str) -> bool:
     """Whether bf16 matmuls pay on ``device``: CUDA, or a CPU with AMX or AVX512-BF16
-    (oneDNN runs them at ~4x fp32's rate on this project's Xeon VMs)."""
+    (oneDNN runs them at ~4x fp32's rate on a Xeon with AMX; on an AVX-512 Xeon without
+    either, it emulates them at a fifth of fp32's rate)."""
     if device.startswith("cuda"):
         return True
     try:
@@ -60,3 +64,21 @@ def autocast(device: str, bf16: bool = True) -> contextlib.AbstractContextManage
     if bf16:
         return torch.autocast("cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def precision_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``--precision`` option of every script that runs a model over training data; read
+    it with ``use_bf16``."""
+    return click.option(
+        "--precision",
+        type=click.Choice(["auto", "fp32", "bf16"]),
+        default="auto",
+        show_default=True,
+        help="Matmul precision (fp32 weights either way); auto is bf16 on CUDA and on CPUs "
+        "with bf16 matrix units (AMX, AVX512-BF16), fp32 elsewhere.",
+    )(command)
+
+
+def use_bf16(precision: str, device: str) -> bool:
+    """Whether ``--precision`` means bf16 matmuls on ``device``."""
+    return precision == "bf16" or (precision == "auto" and bf16_matmuls(device))

@@ -303,11 +303,33 @@ def test_prose_openings_are_not_benchmark_prompts() -> None:
         assert not any(q in b or b in q for b in bench), p
 
 
+def test_precision_is_bf16_where_asked_or_where_the_cpu_has_bf16_units(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """--precision auto means bf16 on CUDA and on a CPU with AMX or AVX512-BF16 only: an
+    AVX-512 CPU without them emulates bf16 at a fraction of fp32's rate."""
+    import train_state
+
+    class Cpuinfo:
+        def __init__(self, flags: str) -> None:
+            self.flags = flags
+
+        def read_text(self) -> str:
+            return f"processor : 0\nflags : {self.flags}\n"
+
+    for flags, want in (("avx512f avx512_vnni", False), ("avx512f avx512_bf16", True),
+                        ("avx512f amx_tile amx_bf16", True)):  # fmt: skip
+        monkeypatch.setattr(train_state, "Path", lambda _, f=flags: Cpuinfo(f))
+        assert train_state.use_bf16("auto", "cpu") is want
+        assert train_state.use_bf16("fp32", "cpu") is False
+        assert train_state.use_bf16("bf16", "cpu") is True
+        assert train_state.use_bf16("auto", "cuda:0") is True
+
+
 def test_draft_trains_over_stored_target_features(  # type: ignore[no-untyped-def]
     gemma3_target, tmp_path: Path, monkeypatch
 ) -> None:
-    """draft_data.py stores the target's taps and top-k log-probabilities (bf16 compute),
-    redoes only a missing shard, and train_draft.py --features learns from them alone."""
+    """draft_data.py stores the target's taps and top-k log-probabilities (bf16 compute, or
+    fp32 as asked), redoes only a missing shard, and train_draft.py --features learns from
+    them alone."""
     import numpy as np
     from draft_data import SHARD_ROWS, TOP_K, cli
     from train_draft import main
@@ -326,10 +348,28 @@ def test_draft_trains_over_stored_target_features(  # type: ignore[no-untyped-de
     data.mkdir()
     np.save(data / "corpus.npy", windows)
     np.save(data / "corpus_lengths.npy", lengths)
-    args = ["features", "--target", str(root / "target"), "--out", str(data)]
+    # fp32 where asked: the stored top-k is the sequence forward's to fp32 rounding.
+    fp32 = tmp_path / "fp32"
+    fp32.mkdir()
+    for name in ("corpus.npy", "corpus_lengths.npy"):
+        (fp32 / name).write_bytes((data / name).read_bytes())
+    args = ["features", "--target", str(root / "target"), "--out", str(fp32), "--shards", "1"]
+    result = CliRunner().invoke(cli, [*args, "--precision", "fp32"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert json.loads((fp32 / "features.json").read_text())["bf16"] is False
+    logits, _ = target_forward(target.model, torch.from_numpy(windows[:4].astype(np.int64)))
+    want = torch.log_softmax(logits, -1).topk(TOP_K, -1)
+    ids = torch.from_numpy(np.load(fp32 / "shards" / "00000.topk_ids.npy")[:4]).long()
+    logp = torch.from_numpy(np.load(fp32 / "shards" / "00000.topk_logp.npy")[:4]).float()
+    assert torch.equal(ids[..., 0], want.indices[..., 0])
+    torch.testing.assert_close(logp, want.values, atol=2e-3, rtol=1e-3)  # stored as fp16
+
+    args = ["features", "--target", str(root / "target"), "--out", str(data),
+            "--precision", "bf16"]  # fmt: skip
     result = CliRunner().invoke(cli, [*args, "--shards", "1"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    assert json.loads((data / "features.json").read_text())["complete"] == [0]
+    meta = json.loads((data / "features.json").read_text())
+    assert meta["complete"] == [0] and meta["bf16"] is True
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert json.loads((data / "features.json").read_text())["complete"] == [0, 1]
@@ -337,8 +377,6 @@ def test_draft_trains_over_stored_target_features(  # type: ignore[no-untyped-de
     assert len(shards) == 2
     ids, logp = np.load(shards[0]), np.load(data / "shards" / "00000.topk_logp.npy")
     assert ids.shape == (SHARD_ROWS, 64, TOP_K)
-    logits, _ = target_forward(target.model, torch.from_numpy(windows[:4].astype(np.int64)))
-    want = torch.log_softmax(logits, -1).topk(TOP_K, -1)
     # bf16 matmuls: the top entry and its log-probability within bf16's reach.
     assert (torch.from_numpy(ids[:4, :, 0]).long() == want.indices[..., 0]).float().mean() > 0.97
     torch.testing.assert_close(
