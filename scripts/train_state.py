@@ -49,7 +49,7 @@ def load_state(out: Path, model: nn.Module, opt: torch.optim.Optimizer, device: 
 def bf16_matmuls(device: str) -> bool:
     """Whether bf16 matmuls pay on ``device``: CUDA, or a CPU with AMX or AVX512-BF16
     (oneDNN runs them at ~4x fp32's rate on a Xeon with AMX; on an AVX-512 Xeon without
-    either, it emulates them at a fifth of fp32's rate)."""
+    either it emulates them, 2.4-5x slower than fp32: docs/results.md)."""
     if device.startswith("cuda"):
         return True
     try:
