@@ -14,6 +14,8 @@ positions 0..j plus its own keys of steps 1..k. That is exactly a depth-k chain 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -78,11 +80,40 @@ def target_forward(model: TargetModel, tokens: torch.Tensor) -> tuple[torch.Tens
 def _gemma_forward(model: GemmaTarget, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Batched Gemma 3 forward (every layer owns its KV; no per-layer inputs): the exported
     layers' parameters with causal attention, sliding layers narrowed to their window."""
+    x, taps = _gemma_body(model, tokens)
+    normed = model.norm(x)
+    return model.logits(normed), model.hidden_output(taps, normed)
+
+
+KVCache = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+def _gemma_body(
+    model: GemmaTarget,
+    tokens: torch.Tensor,
+    cache: KVCache | None = None,
+    pad: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
+    """The layers over ``tokens`` [B, T], which follow the slots ``cache`` holds (none: they
+    start at 0); appends their keys and values to ``cache`` when one is given. ``pad`` [B]
+    left-pads rows: row b's first ``pad[b]`` slots hold no token (no query attends them, and
+    its positions start at 0 after them). Returns the last layer's output [B, T, H] (before
+    the final norm) and the tapped inputs."""
     t = tokens.shape[1]
-    positions = torch.arange(t, device=tokens.device)
-    causal = positions[None, :] <= positions[:, None]
+    start = cache[0][0].shape[2] if cache else 0
+    positions = torch.arange(start, start + t, device=tokens.device)
+    keys = torch.arange(start + t, device=tokens.device)
+    causal = keys[None, :] <= positions[:, None]
     window = model.cfg.sliding_window
-    band = causal & (positions[None, :] > positions[:, None] - window) if window else causal
+    band = causal & (keys[None, :] > positions[:, None] - window) if window else causal
+    rows = positions  # the rotary positions: per row where rows are padded
+    if pad is not None:
+        real = keys[None, None, :] >= pad[:, None, None]  # [B, 1, S]
+        # A padding slot's query sees itself alone: a row of no keys would be NaN.
+        itself = keys[None, :] == positions[:, None]
+        causal = ((causal & real) | itself)[:, None]
+        band = ((band & real) | itself)[:, None]
+        rows = (positions[None, :] - pad[:, None]).clamp(min=0)
     x = model.embed_tokens(tokens) * model.embed_scale
     taps: dict[int, torch.Tensor] = {}
     wanted = set(model.hidden_spec.layers)
@@ -92,11 +123,19 @@ def _gemma_forward(model: GemmaTarget, tokens: torch.Tensor) -> tuple[torch.Tens
         attn = layer.self_attn
         assert attn.k_proj is not None and attn.v_proj is not None
         b, d, hq, hkv = x.shape[0], attn.head_dim, attn.num_heads, attn.num_kv_heads
-        cos, sin = model.rope.at(layer.sliding, d, positions)
+        cos, sin = model.rope.at(layer.sliding, d, rows)
+        if pad is not None:
+            cos, sin = cos[:, None], sin[:, None]  # [B, 1, T, D] over the heads
         h = layer.input_layernorm(x)
         q = apply_rope(attn.q_norm(attn.q_proj(h).view(b, t, hq, d)).transpose(1, 2), cos, sin)
         k = apply_rope(attn.k_norm(attn.k_proj(h).view(b, t, hkv, d)).transpose(1, 2), cos, sin)
         v = attn.v_proj(h).view(b, t, hkv, d).transpose(1, 2)
+        if cache is not None:
+            if i < len(cache):
+                k, v = torch.cat([cache[i][0], k], 2), torch.cat([cache[i][1], v], 2)
+                cache[i] = (k, v)
+            else:
+                cache.append((k, v))
         if hq != hkv:
             k = k.repeat_interleave(hq // hkv, dim=1)
             v = v.repeat_interleave(hq // hkv, dim=1)
@@ -106,8 +145,34 @@ def _gemma_forward(model: GemmaTarget, tokens: torch.Tensor) -> tuple[torch.Tens
         x = x + layer.post_attention_layernorm(attn.o_proj(out.transpose(1, 2).reshape(b, t, -1)))
         x = x + layer.post_feedforward_layernorm(layer.mlp(layer.pre_feedforward_layernorm(x)))
     taps[len(model.layers)] = x
-    normed = model.norm(x)
-    return model.logits(normed), model.hidden_output(taps, normed)
+    return x, taps
+
+
+@torch.no_grad()
+def continue_batch(
+    model: TargetModel,
+    prompts: torch.Tensor,
+    new_tokens: int,
+    pick: Callable[[torch.Tensor], torch.Tensor],
+    pad: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``new_tokens`` tokens after each of ``prompts`` [B, L] (left-padded by ``pad`` [B]
+    slots where rows differ in length), each chosen by ``pick`` from the next-token logits
+    [B, V] (fp32): the frozen target decoding a batch over a growing KV cache, for
+    self-distillation data where a GPU makes batches cheap. Gemma 3 targets only (what
+    ``_gemma_forward`` runs). Returns [B, new_tokens]; the caller cuts each row at its first
+    end-of-sequence token."""
+    if not isinstance(model, GemmaTarget) or model.cfg.per_layer_input_size:
+        raise ValueError(f"batched continuation runs Gemma 3 targets, not {type(model).__name__}")
+    cache: KVCache = []
+    x, _ = _gemma_body(model, prompts, cache, pad)
+    out = []
+    for step in range(new_tokens):
+        nxt = pick(model.logits(model.norm(x[:, -1:]))[:, 0].float())
+        out.append(nxt)
+        if step + 1 < new_tokens:
+            x, _ = _gemma_body(model, nxt[:, None], cache, pad)
+    return torch.stack(out, 1)
 
 
 @torch.no_grad()

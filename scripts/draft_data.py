@@ -21,6 +21,8 @@ Three stages, each resumable (a finished piece is never redone; every file lands
 
     python scripts/draft_data.py corpus   --target HF_DIR --out DATA
     python scripts/draft_data.py generate --target-pte TARGET.pte --out DATA [--count N]
+    python scripts/draft_data.py generate --target HF_DIR --out DATA    # eager, batched (GPU)
+    python scripts/draft_data.py windows  --out DATA                    # for --windows training
     python scripts/draft_data.py features --target HF_DIR --out DATA
 """
 
@@ -241,7 +243,15 @@ def _prompts(out: Path, count: int) -> list[str]:
 
 
 @cli.command()
-@click.option("--target-pte", type=click.Path(path_type=Path, exists=True), required=True)
+@click.option(
+    "--target-pte", type=click.Path(path_type=Path, exists=True), default=None,
+    help="The exported target: continuations through etspec's runtime, as users run it.",
+)  # fmt: skip
+@click.option(
+    "--target", type=click.Path(path_type=Path, exists=True), default=None,
+    help="Or the target's checkpoint (HF_DIR): continuations of the eager model in fp32, "
+    "batched over a KV cache: for a GPU, where batches are cheap (Gemma 3 targets).",
+)  # fmt: skip
 @click.option("--out", type=click.Path(path_type=Path), required=True)
 @click.option("--count", default=1200, show_default=True, help="Corpus prompts to continue.")
 @click.option(
@@ -251,16 +261,24 @@ def _prompts(out: Path, count: int) -> list[str]:
 )  # fmt: skip
 @click.option("--new-tokens", default=GEN_TOKENS, show_default=True, help="Per continuation.")
 @click.option("--seed", default=0, show_default=True)
+@click.option("--batch", default=256, show_default=True, help="Rows per batch (--target).")
+@click.option("--device", default=None, help="--target's device [default: cuda when present].")
 def generate(
-    target_pte: Path, out: Path, count: int, prose: int, new_tokens: int, seed: int
+    target_pte: Path | None,
+    target: Path | None,
+    out: Path,
+    count: int,
+    prose: int,
+    new_tokens: int,
+    seed: int,
+    batch: int,
+    device: str | None,
 ) -> None:
     """The target's own continuations, greedy and sampled (DATA/generated.jsonl): of ``count``
     prompts made from the corpus, then of ``prose`` English openings. Prompt i is greedy when
     i is even; each opening appears twice in a row, so it is continued both ways."""
-    from etspec.runtime.runner import load_runners
-    from etspec.runtime.sampling import SamplingConfig
-    from etspec.runtime.spec import RunnerSpec
-
+    if (target_pte is None) == (target is None):
+        raise click.UsageError("give one of --target-pte (the export) and --target (HF_DIR)")
     path = out / "generated.jsonl"
     done = set()
     if path.exists():
@@ -268,6 +286,28 @@ def generate(
             done = {json.loads(line)["i"] for line in f if line.endswith("\n")}
     # Prose after the corpus prompts: a run with more of either keeps what is written.
     prompts = _prompts(out, count) + [p for p in prose_prompts(prose) for _ in range(2)]
+    todo = [(i, p) for i, p in enumerate(prompts) if i not in done]
+    t0 = time.time()
+    if target_pte is not None:
+        made = _generate_with_runtime(target_pte, path, todo, new_tokens, seed)
+    else:
+        assert target is not None
+        made = _generate_eager(target, path, todo, new_tokens, seed, batch, device)
+    click.echo(f"generated {made} tokens in {time.time() - t0:.0f} s")
+
+
+def _key(seed: int, i: int) -> int:
+    """Prompt i's sampling seed."""
+    return int(hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()[:8], 16)
+
+
+def _generate_with_runtime(
+    target_pte: Path, path: Path, todo: list[tuple[int, str]], new_tokens: int, seed: int
+) -> int:
+    from etspec.runtime.runner import load_runners
+    from etspec.runtime.sampling import SamplingConfig
+    from etspec.runtime.spec import RunnerSpec
+
     # Greedy continuations go through prompt lookup: the same tokens as the target alone
     # (lossless), 2.3-3.2x faster on a base model's greedy loops (docs/results.md). Sampled
     # ones do not: lookup costs more than it saves once sampling breaks the loops.
@@ -279,15 +319,12 @@ def generate(
             f"--new-tokens {new_tokens} leaves no room for a prompt in {target_pte}'s "
             f"{runner.meta.max_context}-token context: pass fewer"
         )
-    t0, made = time.time(), 0
+    made = 0
     with open(path, "a") as f:
-        for i, prompt in enumerate(tqdm(prompts, desc="self-distill")):
-            if i in done:
-                continue
+        for i, prompt in tqdm(todo, desc="self-distill"):
             sampled = i % 2 == 1
-            key = int(hashlib.sha256(f"{seed}:{i}".encode()).hexdigest()[:8], 16)
             sampling = (
-                SamplingConfig(temperature=0.8, top_p=0.95, seed=key)
+                SamplingConfig(temperature=0.8, top_p=0.95, seed=_key(seed, i))
                 if sampled
                 else SamplingConfig()
             )
@@ -297,7 +334,83 @@ def generate(
             f.write(json.dumps(row) + "\n")
             f.flush()
             made += len(result.token_ids)
-    click.echo(f"generated {made} tokens in {time.time() - t0:.0f} s")
+    return made
+
+
+def _generate_eager(
+    target: Path,
+    path: Path,
+    todo: list[tuple[int, str]],
+    new_tokens: int,
+    seed: int,
+    batch: int,
+    device: str | None,
+) -> int:
+    """Continuations of the checkpoint's eager model, rows of one mode batched by prompt
+    length (left-padded): greedy rows take the first highest logit, as the runtime does;
+    sampled rows draw from the runtime sampler's distribution (T=0.8, top-p 0.95) with one
+    generator per batch, seeded from its first prompt (the draws differ from the runtime's
+    per-prompt ones; the distribution is the same)."""
+    from etspec.models.families import load_target
+    from etspec.models.training import continue_batch
+    from etspec.runtime.sampling import Sampler, SamplingConfig
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    tok = _tokenizer(target)
+    model = load_target(target, max_context=WINDOW // 2 + new_tokens, scratch=0)
+    model.to(device).eval().requires_grad_(False)
+    eos = set(model.cfg.eos_token_ids)  # what the export's metadata stops at
+    sampler = Sampler(SamplingConfig(temperature=0.8, top_p=0.95))
+    groups: dict[bool, list[tuple[int, list[int]]]] = {False: [], True: []}
+    for i, prompt in todo:
+        ids = list(tok.encode(prompt, add_special_tokens=True).ids)[: WINDOW // 2]
+        groups[i % 2 == 1].append((i, ids))
+    rows: dict[int, dict] = {}  # type: ignore[type-arg]
+    made = 0
+    bar = tqdm(total=len(todo), desc="self-distill")
+    for sampled, members in groups.items():
+        members.sort(key=lambda m: (len(m[1]), m[0]))  # little padding within a batch
+        for start in range(0, len(members), batch):
+            part = members[start : start + batch]
+            width = max(len(ids) for _, ids in part)
+            pad = torch.tensor([width - len(ids) for _, ids in part], device=device)
+            prompts = torch.tensor([[0] * (width - len(ids)) + ids for _, ids in part])
+            prompts = prompts.to(device)
+            if sampled:
+                gen = torch.Generator(device=device).manual_seed(_key(seed, part[0][0]))
+
+                def pick(logits: torch.Tensor, gen: torch.Generator = gen) -> torch.Tensor:
+                    return torch.multinomial(sampler.probs(logits), 1, generator=gen)[:, 0]
+            else:
+
+                def pick(logits: torch.Tensor) -> torch.Tensor:
+                    return logits.argmax(-1)
+
+            new = continue_batch(model, prompts, new_tokens, pick, pad).tolist()
+            for (i, ids), cont in zip(part, new, strict=True):
+                stop = next((j for j, t in enumerate(cont) if t in eos), len(cont) - 1)
+                rows[i] = {"i": i, "sampled": sampled, "prompt_ids": ids,
+                           "ids": cont[: stop + 1], "source": "checkpoint"}  # fmt: skip
+                made += stop + 1
+            bar.update(len(part))
+    bar.close()
+    with open(path, "a") as f:  # in prompt order, as the runtime path writes them
+        for i in sorted(rows):
+            f.write(json.dumps(rows[i]) + "\n")
+    return made
+
+
+@cli.command()
+@click.option("--out", type=click.Path(path_type=Path), required=True)
+def windows(out: Path) -> None:
+    """The training windows alone (DATA/windows.npy, lengths.npy, generated.npy), for
+    ``train_draft.py --windows``, which runs the target itself (no features)."""
+    rows, lengths, generated = _windows(out)
+    _save_npy(out / "windows.npy", rows)
+    _save_npy(out / "lengths.npy", lengths)
+    _save_npy(out / "generated.npy", generated)
+    click.echo(f"windows: {len(rows)} ({int(generated.sum())} generated), "
+               f"{int(lengths.sum())} tokens")  # fmt: skip
 
 
 # -- features --------------------------------------------------------------------------------

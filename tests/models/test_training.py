@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from helpers import causal
 from tiny import Eagle3Spec, make_eagle3_checkpoint, make_hf_target, write_tokenizer
 
+from etspec.models.families import load_target
 from etspec.models.training import draft_ttt_forward, target_forward
 from etspec.runtime.eager import eager_draft, eager_target
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
@@ -524,3 +525,69 @@ def test_self_distillation_is_the_target_alone_s_output(artifacts, tmp_path: Pat
     args = ["generate", "--target-pte", str(case.pte), "--out", str(again), "--new-tokens", "96"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2 and "leaves no room for a prompt" in result.output
+
+
+def test_batched_self_distillation_from_the_checkpoint(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """draft_data.py generate --target (the eager checkpoint, rows batched over a KV cache):
+    greedy continuations are the exported target-only runner's tokens, sampled ones are
+    fixed by the seed, and ``windows`` stores what train_draft.py --windows reads."""
+    import numpy as np
+    from draft_data import cli
+
+    from etspec.runtime.runner import TextLLMRunner
+    from etspec.runtime.sampling import SamplingConfig
+
+    case = artifacts.target("gemma3_text")
+    text = "the cat sat on the mat and the cat sat on the mat again. " * 3
+
+    def run(out: Path, batch: int) -> list[dict]:  # type: ignore[type-arg]
+        out.mkdir()
+        with open(out / "openings.jsonl", "w") as f:
+            for i in range(8):
+                f.write(json.dumps({"source": "doc", "text": f"{i} {text}"}) + "\n")
+        args = ["generate", "--target", str(case.checkpoint), "--out", str(out),
+                "--count", "8", "--prose", "1", "--new-tokens", "24", "--batch", str(batch),
+                "--device", "cpu"]  # fmt: skip
+        result = CliRunner().invoke(cli, args, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        with open(out / "generated.jsonl") as f:
+            return [json.loads(line) for line in f]
+
+    rows = run(tmp_path / "a", batch=3)
+    assert [r["i"] for r in rows] == list(range(10))
+    assert [r["sampled"] for r in rows] == [False, True] * 5
+    assert len({len(r["prompt_ids"]) for r in rows}) > 2  # several batches of one length
+    alone = TextLLMRunner.from_pte(case.pte)
+    model = load_target(case.checkpoint, max_context=256, scratch=0).eval()
+    checked = 0
+    for r in rows:
+        assert 0 < len(r["ids"]) <= 24
+        if r["sampled"]:
+            continue
+        # The KV-cached batch equals the full forward re-run per token.
+        ids = list(r["prompt_ids"])
+        with torch.no_grad():
+            for _ in r["ids"]:
+                ids.append(int(target_forward(model, torch.tensor([ids]))[0][0, -1].argmax()))
+        assert ids[len(r["prompt_ids"]) :] == r["ids"]
+        # And the export's target-only runner, where its 96-token context holds the prompt.
+        if len(r["prompt_ids"]) + 24 <= alone.meta.max_context:
+            want = alone.generate(r["prompt_ids"], 24, SamplingConfig()).token_ids
+            assert r["ids"] == list(want)
+            checked += 1
+    assert checked >= 1
+    sampled = [r for r in rows if r["sampled"]]
+    assert len({tuple(r["ids"]) for r in sampled}) == len(sampled)  # drawn, not argmax
+    assert run(tmp_path / "b", batch=3) == rows
+    corpus = np.zeros((2, 256), np.int32)
+    corpus[:, :5] = [2, 7, 8, 9, 10]
+    np.save(tmp_path / "a" / "corpus.npy", corpus)
+    np.save(tmp_path / "a" / "corpus_lengths.npy", np.asarray([5, 5], np.int32))
+    result = CliRunner().invoke(cli, ["windows", "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    windows = np.load(tmp_path / "a" / "windows.npy")
+    assert windows.shape == (12, 256) and (windows[:2] == corpus).all()
+    assert np.load(tmp_path / "a" / "generated.npy").tolist() == [False] * 2 + [True] * 10
+    lengths = np.load(tmp_path / "a" / "lengths.npy")
+    assert lengths.tolist() == [5, 5] + [len(r["prompt_ids"]) + len(r["ids"]) for r in rows]
+    assert windows[2, : lengths[2]].tolist() == rows[0]["prompt_ids"] + rows[0]["ids"]
