@@ -60,7 +60,7 @@ data)
     [ "$(sha256sum /tmp/gemma.gguf | cut -d' ' -f1)" = "$(cat "$dir/site/gguf.sha256")" ] \
         || { echo "the GGUF parts do not add up to the GGUF: send every part" >&2; exit 1; }
     rm -rf "$dir/hf"
-    python3 -m etspec convert gguf /tmp/gemma.gguf -o "$dir/hf"
+    (cd /tmp && python3 -m etspec convert gguf /tmp/gemma.gguf -o "$OLDPWD/$dir/hf")
     for f in corpus.npy openings.jsonl; do
         [ -f "$dir/data/$f" ] || gunzip -k "$dir/data/$f.gz"
     done
