@@ -9,8 +9,7 @@
 #   DRAFT=path/to/draft.pte NAME=gpu bash scripts/bench_gemma_draft.sh  # another draft
 #
 # acceptance  EAGLE-3 chain of 5: TPC and acceptance by depth on 64 HumanEval (code) and 64
-#             English (open prose) prompts, greedy, and on their first 32 sampled at T=0.8,
-#             top-p 0.95 (seed 0).
+#             English (open prose) prompts, greedy and sampled at T=0.8, top-p 0.95 (seed 0).
 # speed       target-only against the draft (`--tree auto`), prompt lookup and both combined
 #             (`--draft-method combined`, the draft method users get with a draft), greedy
 #             and sampled, on 16 prompts each of code, open prose, questions (chat) and
@@ -46,7 +45,7 @@ for stage in ${STAGES:-acceptance speed}; do
             summary "$out" "docs/results/gemma3-270m-$name-draft-$set-chain5-greedy.json"
             out=$work/$name-$set-chain5-sampled.json
             etspec bench --target "$target" --draft "$draft" --draft-method eagle3 \
-                --prompts "$set" --num-prompts 32 \
+                --prompts "$set" --num-prompts 64 \
                 --trees chain5 "${sampled[@]}" --json "$out" --force
             summary "$out" "docs/results/gemma3-270m-$name-draft-$set-chain5-sampled.json"
         done ;;

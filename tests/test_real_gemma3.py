@@ -8,7 +8,7 @@ about 5 minutes each on 2 cores), so a second run takes minutes.
 What holds: the GGUF converts exactly as transformers' own loader converts it; the fp32
 ``.pte`` writes transformers' greedy tokens; prompt lookup and an untrained EAGLE-3 draft of
 the right shape (tree mechanics at a 262k vocabulary) give target-only's tokens under both KV
-strategies; the draft scripts/train_gemma_draft.sh trains (when it is in the cache) gives
+strategies; the EAGLE-3 draft the repository ships (checkpoints/gemma-3-270m-eagle3) gives
 target-only's tokens in every tree mode under both KV strategies, and its sampled
 speculation passes the chi-square check; `etspec bench --llama-cpp` runs llama.cpp beside
 the default artifact (with llama-cpp-python installed); the quantized ``.pte`` stays as close
@@ -40,6 +40,7 @@ pytestmark = pytest.mark.real
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = Path(os.environ.get("ETSPEC_GEMMA3_270M", ROOT / ".etspec-cache" / "gemma-3-270m"))
 GGUF = MODEL / "gemma-3-270m-q4_k_m.gguf"
+SHIPPED_DRAFT = ROOT / "checkpoints" / "gemma-3-270m-eagle3"  # scripts/gpu_train_draft.sh
 DEFAULT_DTYPE = DEPLOYMENT_DTYPE  # what `etspec export target` writes by default
 PROMPTS = [
     "The capital of France is",
@@ -209,17 +210,23 @@ def random_draft(fp32_pte: Path, hf_folder: Path, tmp_path_factory: pytest.TempP
     return out
 
 
+def _draft_export(target: Path, hf_folder: Path) -> Path:
+    """The shipped draft exported (default recipe) against ``target``, cached per checkpoint."""
+    from etspec.export.export_draft import DraftExportOptions, export_draft
+
+    weights = SHIPPED_DRAFT / "model.safetensors"
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
+    out = target.parent / f"draft_{digest}_for_{target.stem}.pte"
+    if not out.is_file():
+        export_draft(SHIPPED_DRAFT, target, out, DraftExportOptions(dtype=DEFAULT_DTYPE), hf_folder)
+    return out
+
+
 @pytest.fixture(scope="session")
-def trained_pair(model: Path) -> tuple[Path, Path]:
-    """The default target export and the EAGLE-3 draft trained for it, as
-    scripts/train_gemma_draft.sh leaves them (hours on a CPU, so made there, not here)."""
-    target, draft = (
-        MODEL / "exports" / "target-default.pte",
-        MODEL / "exports" / "draft-default.pte",
-    )
-    if not (target.is_file() and draft.is_file()):
-        pytest.skip(f"no trained draft in {MODEL / 'exports'}: bash scripts/train_gemma_draft.sh")
-    return target, draft
+def trained_pair(quantized_pte: Path, hf_folder: Path) -> tuple[Path, Path]:
+    """The default target export and the EAGLE-3 draft the repository ships for it
+    (checkpoints/gemma-3-270m-eagle3), exported as a user exports it."""
+    return quantized_pte, _draft_export(quantized_pte, hf_folder)
 
 
 @pytest.mark.parametrize("method", ["eagle3", "combined"])
@@ -250,21 +257,11 @@ def test_trained_draft_equals_target_only(
 
 
 @pytest.fixture(scope="session")
-def trained_fp32_pair(trained_pair: tuple[Path, Path], fp32_pte: Path, hf_folder: Path) -> Path:
-    """The trained draft exported against the fp32 target (the draft's own recipe is the
+def trained_fp32_pair(fp32_pte: Path, hf_folder: Path) -> Path:
+    """The shipped draft exported against the fp32 target (the draft's own recipe is the
     default one): trees are exact there, where the int8-activation target rounds a tree's
     attention differently from a decode ("Exactness of quantized Gemma")."""
-    from etspec.export.export_draft import DraftExportOptions, export_draft
-
-    checkpoint = MODEL / "eagle3-draft"
-    weights = checkpoint / "model.safetensors"
-    if not weights.is_file():
-        pytest.skip(f"no trained draft checkpoint in {checkpoint}: scripts/train_gemma_draft.sh")
-    digest = hashlib.sha256(weights.read_bytes()).hexdigest()[:12]
-    out = fp32_pte.parent / f"draft_{digest}_for_fp32.pte"
-    if not out.is_file():
-        export_draft(checkpoint, fp32_pte, out, DraftExportOptions(dtype=DEFAULT_DTYPE), hf_folder)
-    return out
+    return _draft_export(fp32_pte, hf_folder)
 
 
 @pytest.mark.parametrize("draft", ["random_draft", "trained_fp32_pair"])
