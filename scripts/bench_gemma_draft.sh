@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Rerun docs/results.md's figures of the Gemma 3 270M EAGLE-3 draft that
-# scripts/train_gemma_draft.sh trains (default target export, 128 new tokens per prompt),
-# each summary (manifest, settings, per-system figures) under docs/results/ and the full
-# reports in the cache. Keep the machine otherwise idle for the speed stage.
+# Rerun docs/results.md's figures of a Gemma 3 270M EAGLE-3 draft (default target export,
+# 128 new tokens per prompt), each summary (manifest, settings, per-system figures) under
+# docs/results/ and the full reports in the cache. Keep the machine otherwise idle for the
+# speed stage. By default the draft is the one the repository ships
+# (checkpoints/gemma-3-270m-eagle3), exported here with the target when missing.
 #
-#   bash scripts/bench_gemma_draft.sh                    # both stages
+#   bash scripts/bench_gemma_draft.sh                    # both stages, the shipped draft
 #   STAGES=acceptance bash scripts/bench_gemma_draft.sh  # one of them
-#   DRAFT=path/to/draft.pte NAME=gpu bash scripts/bench_gemma_draft.sh  # another draft
+#   DRAFT=$cache/exports/draft-default.pte NAME=cpu bash scripts/bench_gemma_draft.sh
+#                                                        # the CPU recipe's draft
 #
 # acceptance  EAGLE-3 chain of 5: TPC and acceptance by depth on 64 HumanEval (code) and 64
 #             English (open prose) prompts, greedy and sampled at T=0.8, top-p 0.95 (seed 0).
@@ -22,13 +24,20 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh bench
 cache=${ETSPEC_GEMMA3_270M:-.etspec-cache/gemma-3-270m}
 target=$cache/exports/target-default.pte
-draft=${DRAFT:-$cache/exports/draft-default.pte}
-name=${NAME:-cpu}
+shipped=checkpoints/gemma-3-270m-eagle3
+draft=${DRAFT:-$cache/exports/draft-shipped.pte}
+name=${NAME:-h200}  # the shipped draft, trained on an H200
 work=$cache/bench
 mkdir -p "$work" docs/results
-for f in "$target" "$draft"; do
-    [ -f "$f" ] || { echo "no $f: bash scripts/train_gemma_draft.sh" >&2; exit 1; }
-done
+if [ ! -f "$cache/gemma-3-270m-q4_k_m.gguf" ]; then
+    echo "no Gemma 3 270M at $cache: python scripts/get_gemma3_270m.py" >&2
+    exit 1
+fi
+[ -f "$target" ] || etspec export target "$cache/gemma-3-270m-q4_k_m.gguf" -o "$target"
+if [ -z "${DRAFT:-}" ] && [ ! -f "$draft" ]; then
+    etspec export draft "$shipped" --target "$target" --target-checkpoint "$cache/hf" -o "$draft"
+fi
+[ -f "$draft" ] || { echo "no $draft: bash scripts/train_gemma_draft.sh" >&2; exit 1; }
 summary() { # the report without its per-prompt records, for docs/results/
     python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r.pop("records")
 json.dump(r, open(sys.argv[2], "w"), indent=1)' "$1" "$2"
