@@ -35,7 +35,9 @@ if [ ! -f "$cache/gemma-3-270m-q4_k_m.gguf" ]; then
 fi
 [ -f "$target" ] || etspec export target "$cache/gemma-3-270m-q4_k_m.gguf" -o "$target"
 if [ -z "${DRAFT:-}" ] && [ ! -f "$draft" ]; then
-    etspec export draft "$shipped" --target "$target" --target-checkpoint "$cache/hf" -o "$draft"
+    # Int8 linears and lm_head, int4 embedding, as train_gemma_draft.sh exports its draft.
+    etspec export draft "$shipped" --target "$target" --target-checkpoint "$cache/hf" \
+        --dtype 8da8w-e4 -o "$draft"
 fi
 [ -f "$draft" ] || { echo "no $draft: bash scripts/train_gemma_draft.sh" >&2; exit 1; }
 summary() { # the report without its per-prompt records, for docs/results/
