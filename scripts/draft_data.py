@@ -13,8 +13,9 @@ Three stages, each resumable (a finished piece is never redone; every file lands
               line turned into a question or instruction, a passage's opening, a function's
               signature and docstring) and of English prose openings (``prose_prompts.py``:
               the corpus has no general prose), run through etspec's own runtime on the exported
-              target (the greedy half drafted by prompt lookup: the same tokens, faster):
-              the text the draft will be asked to predict when deployed.
+              target (the greedy half drafted by prompt lookup: the same tokens, faster), or
+              with ``--target`` by the checkpoint's eager model, rows batched over a KV cache
+              (a GPU's way): the text the draft will be asked to predict when deployed.
 ``features``  the frozen target over every window, batched: its tapped hidden states (bf16)
               and its top-k next-token log-probabilities, so that training epochs run over
               the draft alone.
