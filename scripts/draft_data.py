@@ -407,9 +407,7 @@ def windows(out: Path) -> None:
     """The training windows alone (DATA/windows.npy, lengths.npy, generated.npy), for
     ``train_draft.py --windows``, which runs the target itself (no features)."""
     rows, lengths, generated = _windows(out)
-    _save_npy(out / "windows.npy", rows)
-    _save_npy(out / "lengths.npy", lengths)
-    _save_npy(out / "generated.npy", generated)
+    _save_windows(out, rows, lengths, generated)
     click.echo(f"windows: {len(rows)} ({int(generated.sum())} generated), "
                f"{int(lengths.sum())} tokens")  # fmt: skip
 
@@ -437,6 +435,15 @@ def _windows(out: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         lengths.append(np.asarray(gen_len, np.int32))
     flags = np.concatenate([np.zeros(len(rows[0]), bool), np.ones(len(gen_rows), bool)])
     return np.concatenate(rows), np.concatenate(lengths), flags
+
+
+def _save_windows(
+    out: Path, windows: np.ndarray, lengths: np.ndarray, generated: np.ndarray
+) -> None:
+    """What the trainer reads of ``_windows``: DATA/windows.npy, lengths.npy, generated.npy."""
+    _save_npy(out / "windows.npy", windows)
+    _save_npy(out / "lengths.npy", lengths)
+    _save_npy(out / "generated.npy", generated)
 
 
 def shard_order(n_shards: int, generated: np.ndarray) -> list[int]:
@@ -482,9 +489,7 @@ def features(target: Path, out: Path, batch: int, limit: int | None, precision: 
     shards.mkdir(exist_ok=True)
     if (out / "windows.npy").exists():
         _grow(shards, np.load(out / "windows.npy"), windows)
-    _save_npy(out / "windows.npy", windows)
-    _save_npy(out / "lengths.npy", lengths)
-    _save_npy(out / "generated.npy", generated)
+    _save_windows(out, windows, lengths, generated)
     model = (
         load_target(target, max_context=windows.shape[1], scratch=0).eval().requires_grad_(False)
     )
