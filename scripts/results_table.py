@@ -1,7 +1,8 @@
 """Markdown tables from `etspec bench --json` runs: per prompt set and system, greedy and
 sampled tokens/s (mean over runs, with the range), speed against its own runtime's
-target-only (Python, the C++ runner, llama.cpp; per run, then the range), TPC and how
-repetitive the output was (share of repeated 4-grams).
+target-only (Python, the C++ runner, llama.cpp; per run, then the range), TPC, per-token
+acceptance (mean over runs, with the range: several sampled draws of one setting give the
+mean a bar is judged on) and how repetitive the output was (share of repeated 4-grams).
 
     python scripts/results_table.py RUN.json [RUN.json ...] [--json OUT.json]
 
@@ -44,6 +45,15 @@ def _own_baseline(name: str) -> str:
     return "target-only"
 
 
+def per_token_acceptance(accept_pos: list[float]) -> float | None:
+    """The acceptance of a drafted token whose predecessors were accepted, over all depths,
+    from ``accept_pos`` (entry d: the share of steps whose first d + 1 drafted tokens were
+    all accepted): accepted tokens over tokens that reached verification."""
+    if not accept_pos:
+        return None
+    return sum(accept_pos) / (1 + sum(accept_pos[:-1]))
+
+
 def summarize(paths: list[Path]) -> dict[str, Any]:
     """Per (prompt set, temperature, system): the per-run means of tokens/s, speed against
     its runtime's target-only, TPC and repeated 4-grams, and the runs' settings."""
@@ -61,6 +71,9 @@ def summarize(paths: list[Path]) -> dict[str, Any]:
                 )
                 row["tpc"].append(s.get("tpc", {}).get("mean", 1.0))
                 row["repeated_4grams"].append(s.get("repeated_4grams", {}).get("mean", 0.0))
+                accepted = per_token_acceptance(s.get("accept_pos", []))
+                if accepted is not None:
+                    row["per_token_acceptance"].append(accepted)
                 row["prompts"].append(s["prompts"])
         settings = reports[0]["manifest"]["settings"]
         out[f"{prompts} T={temperature:g}"] = {
@@ -75,8 +88,9 @@ def summarize(paths: list[Path]) -> dict[str, Any]:
 
 def markdown(summary: dict[str, Any]) -> str:
     lines = [
-        "| prompts | sampling | system | tokens/s | vs its target-only | TPC | repeated 4-grams |",
-        "|---|---|---|---|---|---|---|",
+        "| prompts | sampling | system | tokens/s | vs its target-only | TPC "
+        "| per-token acceptance | repeated 4-grams |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for group in summary.values():
         t = group["temperature"]
@@ -86,7 +100,10 @@ def markdown(summary: dict[str, Any]) -> str:
             speed = _span(row["tokens_per_s"], ".1f")
             ratio = _span(row["vs_own_target_only"], ".2f")
             tpc, repeated = statistics.fmean(row["tpc"]), statistics.fmean(row["repeated_4grams"])
-            cells = [label, sampling, name, speed, f"{ratio}x", f"{tpc:.2f}", f"{repeated:.2f}"]
+            accepted = row.get("per_token_acceptance")
+            acc = _span(accepted, ".3f") if accepted else "-"
+            cells = [label, sampling, name, speed, f"{ratio}x", f"{tpc:.2f}", acc]
+            cells.append(f"{repeated:.2f}")
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

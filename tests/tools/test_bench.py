@@ -848,3 +848,39 @@ def test_repeated_4grams_measure_what_prompt_lookup_can_predict() -> None:
     # A loop of period 3: of its 13 4-grams, the first four are new, the other nine repeat.
     assert repeated_share([9], [1, 2, 3] * 5) == pytest.approx(9 / 13)
     assert repeated_share([], []) == 0.0 and repeated_share([1, 2], [3]) == 0.0
+
+
+def _draw(path: Path, accept_pos: list[float], tps: float) -> Path:
+    settings = {"prompts": "english", "temperature": 0.8, "top_p": 0.95}
+    systems = {
+        "target-only": {"tokens_per_s": {"mean": 10.0}, "prompts": 4},
+        "chain5": {"tokens_per_s": {"mean": tps}, "prompts": 4, "accept_pos": accept_pos},
+    }
+    path.write_text(json.dumps({"manifest": {"settings": settings}, "summary": systems}))
+    return path
+
+
+def test_results_table_gives_the_mean_acceptance_of_sampled_draws(tmp_path: Path) -> None:
+    from results_table import markdown, per_token_acceptance, summarize
+
+    # Accepted tokens over tokens that reached verification: (0.5 + 0.25) / (1 + 0.5).
+    assert per_token_acceptance([0.5, 0.25]) == pytest.approx(0.5)
+    assert per_token_acceptance([0.6, 0.3]) == pytest.approx(0.5625)
+    assert per_token_acceptance([]) is None
+    draws = [
+        _draw(tmp_path / "a.json", [0.5, 0.25], 15.0),
+        _draw(tmp_path / "b.json", [0.6, 0.3], 17.0),
+    ]
+    group = summarize(draws)["english T=0.8"]
+    assert group["runs"] == 2
+    assert group["systems"]["chain5"]["per_token_acceptance"] == pytest.approx([0.5, 0.5625])
+    assert "per_token_acceptance" not in group["systems"]["target-only"]
+    rows = markdown(summarize(draws)).splitlines()
+    assert rows[3].split(" | ")[2:7] == [
+        "chain5",
+        "16.0 (15.0-17.0)",
+        "1.60 (1.50-1.70)x",
+        "1.00",
+        "0.531 (0.500-0.562)",
+    ]
+    assert rows[2].split(" | ")[6] == "-"
