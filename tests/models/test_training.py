@@ -591,3 +591,67 @@ def test_batched_self_distillation_from_the_checkpoint(artifacts, tmp_path: Path
     lengths = np.load(tmp_path / "a" / "lengths.npy")
     assert lengths.tolist() == [5, 5] + [len(r["prompt_ids"]) + len(r["ids"]) for r in rows]
     assert windows[2, : lengths[2]].tolist() == rows[0]["prompt_ids"] + rows[0]["ids"]
+
+
+def test_offline_sampled_acceptance_of_a_draft(pair, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``draft_sampled_acceptance.py`` scores sum_x min(p, q) at each generated token, p the
+    target's distribution after the tokens before it and q the draft's first-step one, both
+    as the runtime's sampler processes them; at the traced steps' first tokens it averages
+    those positions, and it reports the share of steps that accepted a token."""
+    import click
+    from draft_sampled_acceptance import score, step_starts
+
+    from etspec.models.build import target_embedding
+    from etspec.models.eagle3 import Eagle3Draft
+    from etspec.runtime.sampling import Sampler, SamplingConfig
+
+    assert step_starts([0, 2, 1, 0], 10) == [1, 2, 5, 7]
+    assert step_starts([3, 3, 3], 6) == [1, 5]
+    root = pair[0]
+    prompt = [5, 17, 42, 8]
+    generated = torch.randint(0, 256, (12,), generator=torch.Generator().manual_seed(3)).tolist()
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps({"id": "p0", "prompt_ids": prompt}) + "\n")
+    settings = {"prompts": str(prompts), "temperature": 0.7, "top_p": 0.9}
+    run = {
+        "manifest": {"settings": settings},
+        "records": {"chain5": [{"prompt_id": "p0", "token_ids": generated}]},
+    }
+    accepted = [0, 2, 1, 3]
+    out = score(root / "target", root / "draft", run, "chain5", [1.0, 1.5], {"p0": accepted})
+
+    # The same from dense probabilities (``Sampler.probs``), the target run on each prefix.
+    target = load_target(root / "target", 64, 8).eval()
+    draft = Eagle3Draft.from_checkpoint(
+        root / "draft", 64, 8, target_embedding(root / "target")
+    ).eval()
+    used = torch.arange(draft.cfg.draft_vocab_size) + draft.d2t
+    seq = torch.tensor([prompt + generated])
+    expected = {1.0: [], 1.5: []}
+    with torch.no_grad():
+        for g in range(1, len(generated)):
+            prefix = seq[:, : len(prompt) + g]
+            logits, hidden = target_forward(target, prefix)
+            p = Sampler(SamplingConfig(temperature=0.7, top_p=0.9)).probs(logits[0, -1:])[0]
+            # The first unroll step's row that was fed the prefix's last token.
+            row = draft_ttt_forward(draft, prefix, hidden, 1)[0][0, -2:-1]
+            for scale, values in expected.items():
+                small = Sampler(SamplingConfig(temperature=0.7 * scale, top_p=0.9)).probs(row)[0]
+                q = torch.zeros_like(p).index_add_(0, used, small)
+                values.append(float(torch.minimum(p, q).sum()))
+    assert out["positions"] == len(generated) - 1
+    for scale, values in expected.items():
+        assert out["every_position"][f"{scale:g}"] == pytest.approx(
+            sum(values) / len(values), abs=1e-5
+        )
+    starts = [expected[1.0][g - 1] for g in (1, 2, 5, 7)]
+    assert out["step_starts"]["expected"] == pytest.approx(sum(starts) / 4, abs=1e-5)
+    assert out["step_starts"]["observed"] == pytest.approx(3 / 4)
+    with pytest.raises(click.UsageError, match="the run is greedy"):
+        score(
+            root / "target",
+            root / "draft",
+            {**run, "manifest": {"settings": {**settings, "temperature": 0}}},
+            "chain5",
+            [1.0],
+        )
