@@ -168,6 +168,8 @@ def main(
 ) -> None:
     run = json.loads(run_file.read_text())
     traces = read_traces(traces_file, system) if traces_file is not None else None
+    if traces is not None and not traces:
+        raise click.UsageError(f"{traces_file} holds no traces of {system} (--system)")
     result = score(target_dir, draft_dir, run, system, sorted({1.0, *scales}), traces)
     for scale, value in result["every_position"].items():
         click.echo(f"draft temperature x{scale}: {value:.4f} over {result['positions']} positions")
