@@ -32,6 +32,7 @@ from etspec.models.build import target_embedding
 from etspec.models.eagle3 import Eagle3Draft
 from etspec.models.families import load_target
 from etspec.models.training import draft_ttt_forward, target_forward
+from etspec.runtime.prompt import prompt_ids
 from etspec.runtime.sampling import Sampler, SamplingConfig, TokenDist
 from etspec.runtime.tokenizer import Tokenizer
 from etspec.tools.prompts import load_prompts
@@ -55,14 +56,6 @@ def step_starts(accepted: Sequence[int], generated: int) -> list[int]:
     return starts
 
 
-def _prompt_ids(prompt: Any, tokenizer: Tokenizer | None) -> list[int]:
-    if isinstance(prompt.text, str):
-        if tokenizer is None:
-            raise click.UsageError("text prompts need the target folder's tokenizer.json")
-        return tokenizer.encode(prompt.text)
-    return list(prompt.text)
-
-
 @torch.no_grad()
 def score(
     target_dir: Path,
@@ -73,13 +66,15 @@ def score(
     traces: dict[str, list[int]] | None = None,
 ) -> dict[str, Any]:
     """Mean acceptance of the draft's first token over the run's generated positions, per
-    scale of the draft's temperature; with ``traces`` (prompt id -> accepted per step),
-    also at the steps' first positions and as the run observed it."""
+    scale of the draft's temperature (1.0 always among them); with ``traces`` (prompt id ->
+    accepted per step), also at the steps' first positions and as the run observed it."""
     settings = run["manifest"]["settings"]
     if not settings.get("temperature"):
         raise click.UsageError("the run is greedy: score a sampled run (--temperature)")
     config = {k: settings[k] for k in ("top_k", "top_p") if settings.get(k) is not None}
     temperature = float(settings["temperature"])
+    scales = sorted({1.0, *scales})
+    unit = scales.index(1.0)
     target_sampler = Sampler(SamplingConfig(temperature=temperature, **config))
     draft_samplers = [
         Sampler(SamplingConfig(temperature=temperature * s, **config)) for s in scales
@@ -88,9 +83,17 @@ def score(
     tokenizer_file = target_dir / "tokenizer.json"
     tokenizer = Tokenizer(tokenizer_file.read_bytes()) if tokenizer_file.exists() else None
     prompts = {p.id: p for p in load_prompts(settings["prompts"])}
-    rows = [(_prompt_ids(prompts[r["prompt_id"]], tokenizer), r) for r in records]
-    context = max(len(ids) + len(r["token_ids"]) for ids, r in rows) + 1
+    context = max(r["prompt_tokens"] + len(r["token_ids"]) for r in records) + 1
     target = load_target(target_dir, context, 8).eval()
+    rows = []
+    for r in records:
+        ids = prompt_ids(prompts[r["prompt_id"]].text, tokenizer, target.cfg.vocab_size)
+        if len(ids) != r["prompt_tokens"]:
+            raise click.UsageError(
+                f"{r['prompt_id']}: {len(ids)} prompt tokens here, {r['prompt_tokens']} in the "
+                "run: score with the target folder the run's artifact was exported from"
+            )
+        rows.append((ids, r))
     draft = Eagle3Draft.from_checkpoint(draft_dir, context, 8, target_embedding(target_dir))
     draft.eval()
     target_ids = (torch.arange(draft.cfg.draft_vocab_size) + draft.d2t).numpy()
@@ -117,9 +120,7 @@ def score(
             every[s] += values
         if traces is not None and record["prompt_id"] in traces:
             accepted = traces[record["prompt_id"]]
-            unit = scales.index(1.0) if 1.0 in scales else None
-            if unit is not None:
-                at_starts += [per_scale[unit][g - 1] for g in step_starts(accepted, len(generated))]
+            at_starts += [per_scale[unit][g - 1] for g in step_starts(accepted, len(generated))]
             observed += [a >= 1 for a in accepted]
     out: dict[str, Any] = {
         "run_revision": run["manifest"].get("git_revision"),
@@ -170,7 +171,7 @@ def main(
     traces = read_traces(traces_file, system) if traces_file is not None else None
     if traces is not None and not traces:
         raise click.UsageError(f"{traces_file} holds no traces of {system} (--system)")
-    result = score(target_dir, draft_dir, run, system, sorted({1.0, *scales}), traces)
+    result = score(target_dir, draft_dir, run, system, scales, traces)
     for scale, value in result["every_position"].items():
         click.echo(f"draft temperature x{scale}: {value:.4f} over {result['positions']} positions")
     if "step_starts" in result:

@@ -102,8 +102,9 @@ def markdown(summary: dict[str, Any]) -> str:
             tpc, repeated = statistics.fmean(row["tpc"]), statistics.fmean(row["repeated_4grams"])
             accepted = row.get("per_token_acceptance")
             acc = _span(accepted, ".3f") if accepted else "-"
-            cells = [label, sampling, name, speed, f"{ratio}x", f"{tpc:.2f}", acc]
-            cells.append(f"{repeated:.2f}")
+            cells = [
+                label, sampling, name, speed, f"{ratio}x", f"{tpc:.2f}", acc, f"{repeated:.2f}"
+            ]  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

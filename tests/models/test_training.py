@@ -615,7 +615,7 @@ def test_offline_sampled_acceptance_of_a_draft(pair, tmp_path: Path) -> None:  #
     settings = {"prompts": str(prompts), "temperature": 0.7, "top_p": 0.9}
     run = {
         "manifest": {"settings": settings},
-        "records": {"chain5": [{"prompt_id": "p0", "token_ids": generated}]},
+        "records": {"chain5": [{"prompt_id": "p0", "prompt_tokens": 4, "token_ids": generated}]},
     }
     accepted = [0, 2, 1, 3]
     out = score(root / "target", root / "draft", run, "chain5", [1.0, 1.5], {"p0": accepted})
