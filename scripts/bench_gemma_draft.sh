@@ -13,7 +13,8 @@
 # acceptance  EAGLE-3 chain of 5: TPC and acceptance by depth on 64 HumanEval (code) and 64
 #             English (open prose) prompts, greedy and sampled at T=0.8, top-p 0.95 (seeds
 #             0, 1 and 2: SEEDS="0" draws one; their mean per-token acceptance is written
-#             to docs/results/gemma3-270m-NAME-draft-SET-chain5-sampled-draws.json).
+#             to docs/results/gemma3-270m-NAME-draft-SET-chain5-sampled-draws.json);
+#             SETS and MODES pick parts, as in the speed stage.
 # speed       target-only against the draft (`--tree auto`), prompt lookup and both combined
 #             (`--draft-method combined`, the draft method users get with a draft), greedy
 #             and sampled, on 16 prompts each of code, open prose, questions (chat) and
@@ -49,12 +50,16 @@ json.dump(r, open(sys.argv[2], "w"), indent=1)' "$1" "$2"
 for stage in ${STAGES:-acceptance speed}; do
     case $stage in
     acceptance)
-        for set in humaneval english; do
-            out=$work/$name-$set-chain5-greedy.json
-            etspec bench --target "$target" --draft "$draft" --draft-method eagle3 \
-                --prompts "$set" --num-prompts 64 \
-                --trees chain5 --json "$out" --force
-            summary "$out" "docs/results/gemma3-270m-$name-draft-$set-chain5-greedy.json"
+        modes=" ${MODES:-greedy sampled} "
+        for set in ${SETS:-humaneval english}; do
+            if [[ $modes == *" greedy "* ]]; then
+                out=$work/$name-$set-chain5-greedy.json
+                etspec bench --target "$target" --draft "$draft" --draft-method eagle3 \
+                    --prompts "$set" --num-prompts 64 \
+                    --trees chain5 --json "$out" --force
+                summary "$out" "docs/results/gemma3-270m-$name-draft-$set-chain5-greedy.json"
+            fi
+            [[ $modes == *" sampled "* ]] || continue
             # One draw of 64 sampled texts moves per-token acceptance by about 0.04 (the
             # shipped draft: 0.525, 0.568, 0.606 on English for seeds 0, 1, 2): a bar is
             # judged on the mean of several draws.
