@@ -393,34 +393,73 @@ DEFAULT_DYNAMIC_TOPK = 4
 # acceptance decays with depth, so past this a longer chain only costs more (EAGLE's depth);
 AUTO_MAX_CHAIN = 7
 # ``--tree auto``'s step that drafts nothing: the target decodes one token, as without a
-# draft. It is a candidate whenever speculating costs more than it gains (sampling a base
-# model that does not repeat itself, a draft that rarely agrees), so auto is never slower
-# than target-only by more than what it spends finding that out.
+# draft, and no draft call runs. It is a candidate whenever speculating costs more than it
+# gains (sampling a base model that does not repeat itself, a draft that rarely agrees), so
+# auto is never slower than target-only by more than what its probes cost.
 NO_DRAFT_SHAPE = "none"
-# the cost model's step time counts as this many measured steps of a shape;
-AUTO_TIME_PRIOR_STEPS = 4
-# and the costs are measured again at the step that reaches this many steps (the first
-# measurement runs in a cold process).
-AUTO_REMEASURE_AFTER = 32
-# A proposal that says how it was found (``Proposal.evidence``: prompt lookup's matched
-# n-gram length) is cut, after drafting, to the prefix with the most tokens/s by the
-# acceptance observed under that evidence, each depth counted this many standard errors
-# optimistic (an unseen depth is tried, a key judged on a few unlucky steps is not
-# condemned). Sampled lookup on Gemma 3 270M's chat prompts: 1-gram matches accept 0.18
-# at depth 1 and lose at every length, 3-gram matches 0.89 and pay at every length.
-AUTO_TRIM_Z = 1.0
+# The dispatcher (runtime/speculative/dispatcher.py and its C++ twin) rates each way a step
+# can go by optimistic tokens per step over predicted seconds. Optimism: this many standard
+# errors over each acceptance estimate, so a way seen on a few unlucky steps is tried again.
+AUTO_Z = 1.0
+# At each step of a way (a chain length's depth, a lookup evidence, a tree), what it saw
+# before weighs this much less (its counts are multiplied by it): the text at hand outweighs
+# earlier text, and a way that stops paying loses its optimism's cover in a few dozen steps.
+AUTO_DECAY = 0.98
+# Every step, every way's counts are multiplied by this: one written off regains its
+# optimism slowly and is probed again (after several hundred steps), so a draft that stopped
+# paying is noticed when it pays again, at the cost of a probe now and then.
+AUTO_FORGET = 0.998
+# At the start of each request, every way's counts are multiplied by this: what earlier
+# requests taught is a prior the new text soon outweighs (a draft that paid on one kind of
+# prompt is judged again on the next).
+AUTO_REQUEST_DECAY = 0.5
+# A method's cost is the median of its last this-many observed calls, and so is each kind
+# of step's host work beside its calls: a few slow calls do not move it, and a short window
+# follows a machine that slows down (background load) or a context that grows.
+AUTO_COST_WINDOW = 16
+# A call's cost comes from steps once this many steps made it; before, from the probe's
+# time scaled as the target's other calls compare with theirs (runtime/speculative/costs.py).
+AUTO_COST_MIN_CALLS = 3
+# A method no step has called for this many steps (a verify width the choice avoids, the
+# decode while speculating pays) is timed again on scratch slots, one call: a cost measured
+# once in a bad moment must not keep its method out of every later choice.
+AUTO_REPROBE_STEPS = 512
+# The dispatcher's cost model (runtime/speculative/costs.py) names the calls a step makes
+# ("decode", "draft": one draft model call, "verify" + the width) and the kinds of step it
+# keeps the host work of (a decode, a chain, a tree).
+COST_DECODE, COST_DRAFT, COST_VERIFY = "decode", "draft", "verify"
+STEP_DECODE, STEP_CHAIN, STEP_TREE = "decode", "chain", "tree"
+# A seeded sampling request is reproduced by coupled sampling (runtime/sampling.py), not by
+# its dispatcher: it is timed and chosen like any other.
 # The largest prompt file either runtime reads (checked before reading it whole: a
 # /dev/zero or a stray binary must not fill memory); no context holds a prompt that long.
 PROMPT_FILE_MAX_BYTES = 8 << 20
-# A seeded sampling request prices the shapes with these fixed costs instead of timings, so
-# its choices (and with them its random stream) repeat on every run: a verify of w rows
-# costs BASE + PER_ROW * w, a draft call (a step or the extend) DRAFT_CALL, in units of
-# about one decode (the bundled pair's ratios on a 2-core x86 CPU).
-AUTO_SEEDED_VERIFY_BASE = 1.0
-AUTO_SEEDED_VERIFY_PER_ROW = 0.0625
-AUTO_SEEDED_DRAFT_CALL = 0.1
 # A tokenizer digest in messages: its first this-many hex digits.
 DIGEST_SHOWN = 12
+# Coupled sampling (drafter-invariant speculative sampling; Daliri et al. 2024, "Coupling
+# without communication"): the token at sequence index t is the x with the largest
+# p(x) / E(x), E(x) = -ln u(key, t, x), a race of exponential clocks (the Gumbel-max trick),
+# which draws x with probability p(x). u is a counter hash of (key, t, x) (SplitMix64's
+# mixer), so the target, the draft and target-only decoding race the same clocks at the same
+# index: a seed gives the same text whatever proposes it. COUPLING_GAMMA is SplitMix64's
+# increment, COUPLING_MIX its two multipliers.
+COUPLING_GAMMA = 0x9E3779B97F4A7C15
+COUPLING_MIX = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
+_MASK64 = (1 << 64) - 1
+
+
+def coupling_mix(z: int) -> int:
+    """SplitMix64's finalizer of a 64-bit integer."""
+    z &= _MASK64
+    z = ((z ^ (z >> 30)) * COUPLING_MIX[0]) & _MASK64
+    z = ((z ^ (z >> 27)) * COUPLING_MIX[1]) & _MASK64
+    return z ^ (z >> 31)
+
+
+def coupling_base(key: int, index: int) -> int:
+    """The per-(key, index) half of the counter hash; a token x then hashes
+    ``coupling_mix(base + (x + 1) * COUPLING_GAMMA)`` to ``u = (z >> 11 + 0.5) / 2**53``."""
+    return coupling_mix(coupling_mix(key + COUPLING_GAMMA) ^ (index & _MASK64))
 
 
 def default_dynamic_depth(width: int) -> int:
@@ -849,6 +888,18 @@ inline int64_t band_start(int64_t lowest, int64_t committed, int64_t window) {
   const int64_t lo = std::max<int64_t>(0, lowest - window + 1) / kMaskGranule * kMaskGranule;
   return std::max<int64_t>(0, std::min(lo, committed - 2));
 }
+inline uint64_t coupling_mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * kCouplingMix[0];
+  z = (z ^ (z >> 27)) * kCouplingMix[1];
+  return z ^ (z >> 31);
+}
+inline uint64_t coupling_base(uint64_t key, int64_t index) {
+  return coupling_mix(coupling_mix(key + kCouplingGamma) ^ static_cast<uint64_t>(index));
+}
+inline double coupling_uniform(uint64_t base, int64_t token) {
+  const uint64_t z = coupling_mix(base + static_cast<uint64_t>(token + 1) * kCouplingGamma);
+  return (static_cast<double>(z >> 11) + 0.5) * 0x1p-53;
+}
 inline std::string hidden_spec_text(const std::string& point, const std::vector<int64_t>& layers) {
   std::string s = point + "[";
   for (size_t i = 0; i < layers.size(); ++i) s += (i ? ", " : "") + std::to_string(layers[i]);
@@ -958,16 +1009,27 @@ def cpp_header() -> str:
         "inline constexpr double kTopPCutoffs[] = {"
         + ", ".join(repr(c) for c in TOP_P_CUTOFFS)
         + "};",
-        f"inline constexpr double kAutoTimePriorSteps = {AUTO_TIME_PRIOR_STEPS};",
-        f"inline constexpr long kAutoRemeasureAfter = {AUTO_REMEASURE_AFTER};",
-        f"inline constexpr double kAutoTrimZ = {AUTO_TRIM_Z!r};",
+        f"inline constexpr double kAutoZ = {AUTO_Z!r};",
+        f"inline constexpr char kCostDecode[] = {q(COST_DECODE)};",
+        f"inline constexpr char kCostDraft[] = {q(COST_DRAFT)};",
+        f"inline constexpr char kCostVerify[] = {q(COST_VERIFY)};",
+        f"inline constexpr char kStepDecode[] = {q(STEP_DECODE)};",
+        f"inline constexpr char kStepChain[] = {q(STEP_CHAIN)};",
+        f"inline constexpr char kStepTree[] = {q(STEP_TREE)};",
+        f"inline constexpr double kAutoDecay = {AUTO_DECAY!r};",
+        f"inline constexpr double kAutoForget = {AUTO_FORGET!r};",
+        f"inline constexpr double kAutoRequestDecay = {AUTO_REQUEST_DECAY!r};",
+        f"inline constexpr size_t kAutoCostWindow = {AUTO_COST_WINDOW};",
+        f"inline constexpr size_t kAutoCostMinCalls = {AUTO_COST_MIN_CALLS};",
+        f"inline constexpr long kAutoReprobeSteps = {AUTO_REPROBE_STEPS};",
         f"inline constexpr long kPromptFileMaxBytes = {PROMPT_FILE_MAX_BYTES};",
-        f"inline constexpr double kAutoSeededVerifyBase = {AUTO_SEEDED_VERIFY_BASE!r};",
-        f"inline constexpr double kAutoSeededVerifyPerRow = {AUTO_SEEDED_VERIFY_PER_ROW!r};",
-        f"inline constexpr double kAutoSeededDraftCall = {AUTO_SEEDED_DRAFT_CALL!r};",
         f"inline constexpr long kDefaultMaxNewTokens = {DEFAULT_MAX_NEW_TOKENS};",
         f"inline constexpr long kStaticTreeMaxNodes = {STATIC_TREE_MAX_NODES};",
         f"inline constexpr size_t kDigestShown = {DIGEST_SHOWN};",
+        f"inline constexpr uint64_t kCouplingGamma = {COUPLING_GAMMA:#x}ULL;",
+        "inline constexpr uint64_t kCouplingMix[] = {"
+        + ", ".join(f"{m:#x}ULL" for m in COUPLING_MIX)
+        + "};",
         "inline constexpr double kDefaultRankAccept[] = {"
         + ", ".join(repr(a) for a in DEFAULT_RANK_ACCEPT)
         + "};",

@@ -23,12 +23,15 @@ import numpy as np
 import torch
 
 from etspec.contract import (
+    COUPLING_GAMMA,
+    COUPLING_MIX,
     EXP_UNDERFLOW,
     SAMPLING_EPS,
     SEED_MAX,
     TOP_P_BISECTIONS,
     TOP_P_CUTOFFS,
     TOP_P_SORT_SIZE,
+    coupling_base,
     message,
 )
 from etspec.errors import EtspecError
@@ -56,6 +59,21 @@ def greedy_id(logits: torch.Tensor) -> int:
     if _host_array(logits):
         return int(logits.detach().numpy().argmax())
     return int(logits.argmax())
+
+
+_GAMMA = np.uint64(COUPLING_GAMMA)
+_MIX = tuple(np.uint64(m) for m in COUPLING_MIX)
+_U30, _U27, _U31, _U11, _ONE = (np.uint64(n) for n in (30, 27, 31, 11, 1))
+
+
+def coupling_uniforms(key: int, index: int, ids: np.ndarray) -> np.ndarray:
+    """``u(key, index, x)`` in (0, 1) for each token of ``ids`` (``contract.coupling_base``,
+    vectorized: numpy's uint64 arithmetic wraps as C++'s does)."""
+    z = (ids.astype(np.uint64) + _ONE) * _GAMMA + np.uint64(coupling_base(key, index))
+    z = (z ^ (z >> _U30)) * _MIX[0]
+    z = (z ^ (z >> _U27)) * _MIX[1]
+    z ^= z >> _U31
+    return ((z >> _U11).astype(np.float64) + 0.5) * 2.0**-53
 
 
 def _host_row(logits: torch.Tensor) -> np.ndarray:
@@ -97,6 +115,15 @@ class TokenDist:
         """Renormalized ``max(self - q, 0)``; None when nothing is left (self == q). Its
         support is within this one's, so only these entries are visited."""
         return TokenDist._normalized(self.ids, np.maximum(self.probs - q.at(self.ids), 0.0))
+
+    def race(self, key: int, index: int) -> int:
+        """The token whose exponential clock ``-ln u / p`` rings first for ``key`` at
+        sequence ``index`` (``coupling_uniforms``): a draw from this distribution that any
+        other distribution raced with the same key and index agrees with as often as the
+        two overlap (ties, of probability zero, go to the lower id)."""
+        clocks = -np.log(coupling_uniforms(key, index, self.ids)) / self.probs
+        first = clocks.min()
+        return int(self.ids[clocks == first].min())
 
     def draw(self, u: float) -> int:
         """The token at quantile ``u`` in [0, 1) of the cumulative distribution."""
@@ -203,8 +230,21 @@ def check_replayable(processors: Sequence[LogitsProcessor]) -> None:
             )
 
 
+def coupled(config: SamplingConfig) -> bool:
+    """Whether a request samples by coupling (``Sampler``): a seeded one."""
+    return config.seed is not None
+
+
 class Sampler:
-    """Processes logits and draws tokens with one seeded generator."""
+    """Processes logits and draws tokens.
+
+    A seeded request samples by coupling (``TokenDist.race``): the token at sequence index t
+    is fixed by the seed, t and the distribution alone, so speculative decoding gives
+    target-only decoding's text for the seed whatever was proposed, and the speculative
+    loop may choose its shapes by wall time. An unseeded one draws from one generator in
+    order and the verifier accepts by rejection sampling (``coupled`` False), which accepts
+    a draft token as often as the two distributions overlap, more than a race does.
+    """
 
     def __init__(self, config: SamplingConfig, processors: Sequence[LogitsProcessor] = ()) -> None:
         config.check()
@@ -212,6 +252,8 @@ class Sampler:
         self.processors = tuple(processors)
         # numpy's PCG64: a draw costs ~0.3 us, where a torch generator op costs ~5 us.
         self.rng = np.random.default_rng(config.seed)
+        self.coupled = coupled(config)
+        self.key = config.seed if config.seed is not None else 0
         self._buffer = np.empty(0, dtype=np.float32)  # dist's scratch, reused per row
 
     @property
@@ -317,12 +359,17 @@ class Sampler:
     def uniform(self) -> float:
         return float(self.rng.random())
 
-    def draw(self, dist: TokenDist) -> int:
+    def draw(self, dist: TokenDist, index: int) -> int:
+        """A token from ``dist`` for sequence position ``index`` (the prompt's first token
+        is 0): raced when coupled, else the generator's next draw."""
+        if self.coupled:
+            return dist.race(self.key, index)
         return dist.draw(self.uniform())
 
     def pick(self, logits: torch.Tensor, history: Sequence[int] = ()) -> int:
-        """The next token from one row of raw logits [1, V] (target-only decoding)."""
+        """The next token from one row of raw logits [1, V] (target-only decoding) after
+        ``history``, the whole sequence so far."""
         logits = self.process(logits, history)
         if self.greedy:
             return greedy_id(logits)
-        return self.draw(self.dist(logits))
+        return self.draw(self.dist(logits), len(history))

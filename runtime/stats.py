@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from etspec.contract import STAGES, STATS_FIELDS
+from etspec.contract import NO_DRAFT_SHAPE, STAGES, STATS_FIELDS
 
 
 def current_rss_bytes() -> int:
@@ -97,6 +97,12 @@ class GenerationStats:
             self.accept_pos[i] += 1
         if self.steps is not None:
             self._trace(shape, proposed, height, accepted)
+
+    def record_decode(self) -> None:
+        """One step of a speculative generator that proposed nothing (a plain decode)."""
+        self.shape_steps[NO_DRAFT_SHAPE] = self.shape_steps.get(NO_DRAFT_SHAPE, 0) + 1
+        if self.steps is not None:
+            self._trace(NO_DRAFT_SHAPE, 0, 0, 0)
 
     def _trace(self, shape: str, proposed: int, height: int, accepted: int) -> None:
         now, last = time.perf_counter(), self._trace_stage

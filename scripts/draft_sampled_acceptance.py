@@ -44,6 +44,23 @@ def overlap(p: TokenDist, q: TokenDist) -> float:
     return float(np.minimum(q.probs, p.at(q.ids)).sum())
 
 
+def coupling(p: TokenDist, q: TokenDist) -> float:
+    """The probability that races of p and q with shared clocks pick the same token
+    (coupled sampling, ``TokenDist.race``): ``sum_x 1 / sum_y max(p(y)/p(x), q(y)/q(x))``
+    over the tokens both give mass (Daliri et al. 2024), at least ``(1 - tv) / (1 + tv)``
+    of the overlap's ``1 - tv``."""
+    ids = np.union1d(p.ids, q.ids)
+    pu, qu = p.at(ids), q.at(ids)
+    both = (pu > 0) & (qu > 0)
+    px, qx = pu[both], qu[both]
+    # [x, y] ratios, in blocks: a row's support is at most a few thousand tokens.
+    total = 0.0
+    for lo in range(0, len(px), 256):
+        m = np.maximum(pu[None, :] / px[lo : lo + 256, None], qu[None, :] / qx[lo : lo + 256, None])
+        total += float((1.0 / m.sum(1)).sum())
+    return total
+
+
 def step_starts(accepted: Sequence[int], generated: int) -> list[int]:
     """Indices into the generated tokens that a step's first drafted token predicted: the
     prefill emits token 0, and a step that accepts a tokens emits a + 1."""
@@ -98,6 +115,7 @@ def score(
     draft.eval()
     target_ids = (torch.arange(draft.cfg.draft_vocab_size) + draft.d2t).numpy()
     every: list[list[float]] = [[] for _ in scales]
+    coupled: list[float] = []
     at_starts: list[float] = []
     observed: list[bool] = []
     for ids, record in rows:
@@ -116,6 +134,8 @@ def score(
             for s, sampler in enumerate(draft_samplers):
                 q = sampler.dist(drafted[n0 + g - 2]).mapped(target_ids)
                 per_scale[s].append(overlap(p, q))
+                if s == unit:
+                    coupled.append(coupling(p, q))
         for s, values in enumerate(per_scale):
             every[s] += values
         if traces is not None and record["prompt_id"] in traces:
@@ -130,6 +150,8 @@ def score(
         **config,
         "positions": len(every[0]),
         "every_position": {f"{s:g}": float(np.mean(v)) for s, v in zip(scales, every, strict=True)},
+        # The same first tokens under coupled sampling (a seeded request): races agree.
+        "coupled": float(np.mean(coupled)) if coupled else None,
     }
     if traces is not None:
         out["step_starts"] = {
@@ -174,6 +196,8 @@ def main(
     result = score(target_dir, draft_dir, run, system, scales, traces)
     for scale, value in result["every_position"].items():
         click.echo(f"draft temperature x{scale}: {value:.4f} over {result['positions']} positions")
+    if result["coupled"] is not None:
+        click.echo(f"coupled (raced) at x1: {result['coupled']:.4f}")
     if "step_starts" in result:
         s = result["step_starts"]
         click.echo(

@@ -167,7 +167,7 @@ def main(
             for i, text in enumerate(texts):
                 result = runner.generate(text, max_new_tokens, sampling(i), ignore_eos=True)
                 stats = result.stats
-                steps += stats.verify_calls
+                steps += stats.verify_calls + stats.decode_calls  # decodes: none proposed
                 tokens += stats.generated_tokens
                 for k, v in stats.stage_s.items():
                     stage_s[k] += v

@@ -158,7 +158,10 @@ def test_a_shape_name_becomes_settings_that_make_it(name: str) -> None:
     class Meta:  # what tree_policy reads of a target
         verify_width, verify_widths, dtype = 16, (4, 8, 16), "fp32"
 
-    assert tree_policy(again, Meta(), True).name == name  # type: ignore[arg-type]
+    class Drafter:  # what tree_policy reads of a draft runner: an EAGLE-3 draft's
+        branching, has_model, offers = True, True, False
+
+    assert tree_policy(again, Meta(), Drafter()).name == name  # type: ignore[arg-type]
 
 
 def test_no_command_keeps_a_copy_of_a_run_setting() -> None:

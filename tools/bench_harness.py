@@ -56,6 +56,7 @@ class BenchSystem(Protocol):
         sampling: SamplingConfig | None = ...,
         *,
         trace: bool = ...,
+        ignore_eos: bool = ...,
     ) -> GenerationResult: ...
 
 
@@ -164,6 +165,7 @@ def run_systems(
     trace: bool = False,
     on_mismatch: Callable[[dict[str, Any]], None] | None = None,
     baselines: dict[str, str | None] | None = None,
+    ignore_eos: bool = False,
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, dict[str, float]]]:
     """Per-prompt records of every system. Prompt by prompt, every system in turn (after
     one excluded warm-up each): a machine whose speed drifts during the run (shared or
@@ -175,7 +177,9 @@ def run_systems(
     anyway). A conversation longer than the context keeps its latest tokens, leaving room
     for ``max_new_tokens``.
 
-    ``trace`` adds every speculative step to the records (``steps``). A system that raises
+    ``trace`` adds every speculative step to the records (``steps``); ``ignore_eos`` runs
+    every generation to its budget (sampled speed: every system then times as many
+    tokens). A system that raises
     stops the run with a ``BenchFailure`` carrying a failure dump; under greedy sampling, an
     output that differs from target-only's goes to ``on_mismatch`` as a dump and the run
     goes on (the summary counts it). ``baselines`` names, per system, the system whose
@@ -193,7 +197,7 @@ def run_systems(
     warm = prompts[0].text
     warm_budget = max(1, min(max_new_tokens, limit - len(any_runner.encode(warm))))
     for name, runner in systems.items():
-        cold = runner.generate(warm, warm_budget, sampling).stats
+        cold = runner.generate(warm, warm_budget, sampling, ignore_eos=ignore_eos).stats
         first[name] = {"ttft_ms": 1e3 * cold.ttft_s, "total_s": cold.total_s}
     records: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
     greedy_check = on_mismatch is not None and sampling.greedy
@@ -206,7 +210,7 @@ def run_systems(
                 ids = ids[-max(1, limit - max_new_tokens) :]
             turn = Prompt(p.id if not p.followups else f"{p.id}/turn{n}", text)
             budget = max(1, min(max_new_tokens, limit - len(ids)))
-            answers = _run_turn(systems, turn, ids, budget, sampling, trace, records)
+            answers = _run_turn(systems, turn, ids, budget, sampling, trace, records, ignore_eos)
             if p.followups:
                 for name in systems:
                     records[name][-1].update(source_id=p.id, turn=n)
@@ -244,12 +248,13 @@ def _run_turn(
     sampling: SamplingConfig,
     trace: bool,
     records: dict[str, list[dict[str, Any]]],
+    ignore_eos: bool = False,
 ) -> dict[str, GenerationResult]:
     """Every system on one prompt's ids; appends a record per system."""
     results = {}
     for name, runner in systems.items():
         try:
-            result = runner.generate(ids, budget, sampling, trace=trace)
+            result = runner.generate(ids, budget, sampling, trace=trace, ignore_eos=ignore_eos)
         except Exception as e:
             dump = failure_dump(name, runner, prompt, ids, budget, sampling, error=e)
             raise BenchFailure(f"{name} failed on prompt {prompt.id}: {e}", dump) from e

@@ -44,12 +44,15 @@ class BenchRequest:
 
     spec: RunnerSpec
     trees: list[str]  # tree modes or shape names; empty: the spec's --tree mode
+    # Draft methods run side by side (each over every tree); empty: the spec's method.
+    methods: list[str] = field(default_factory=list)
     # The tree options given (TreeSettings field -> value): each mode of ``trees`` takes
     # those it reads (TreeSettings.owned).
     tree_knobs: dict[str, Any] = field(default_factory=dict)
     prompts: str = "humaneval"
     num_prompts: int | None = None
     max_new_tokens: int = 128
+    ignore_eos: bool = False
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     sweep: str | None = None
     draft_windows: tuple[int, ...] = ()
@@ -141,9 +144,9 @@ def bench(req: BenchRequest) -> BenchOutcome | None:
         )
         for shape in sweep_trees(req.sweep, widest):
             trees.setdefault(shape.name, shape)
-    base, speculative = load_systems(spec, trees, req.draft_windows)
+    base, speculative = load_systems(spec, trees, req.draft_windows, req.methods)
     systems: dict[str, Any] = {BASELINE: base, **speculative}
-    others = outside_systems(req.outside, spec, base, trees)
+    others = outside_systems(req.outside, spec, base, trees, req.methods)
     systems.update(others.systems)
     dump_dir = out.parent if out is not None else Path.cwd()
     mismatches: list[tuple[Path, dict[str, Any]]] = []
@@ -162,6 +165,7 @@ def bench(req: BenchRequest) -> BenchOutcome | None:
                 trace=traces_out is not None,
                 on_mismatch=on_mismatch,
                 baselines=others.baselines,
+                ignore_eos=req.ignore_eos,
             )
     except BenchFailure as e:
         path = write_dump(e.dump, dump_dir)

@@ -23,6 +23,7 @@ import torch
 from etspec.errors import EtspecError
 from etspec.runtime.runner import TextLLMRunner
 from etspec.tools.chat_prompts import CHAT
+from etspec.tools.task_prompts import TASK_SETS
 
 # The answer quotes or edits the prompt: code edits, quotes, lists in the prompt's words.
 COPY = (
@@ -161,7 +162,13 @@ def long_document(tokens: int = 3000) -> str:
     )
 
 
-SETS: dict[str, tuple[str, ...]] = {"copy": COPY, "open": OPEN, "english": ENGLISH, "chat": CHAT}
+SETS: dict[str, tuple[str, ...]] = {
+    "copy": COPY,
+    "open": OPEN,
+    "english": ENGLISH,
+    "chat": CHAT,
+    **TASK_SETS,
+}
 
 
 @dataclass(frozen=True)
@@ -240,15 +247,18 @@ def jsonl_prompts(path: str | Path) -> list[Prompt]:
 
 
 # Prompt sources by name; anything else is a JSONL path.
-PROMPT_SOURCES = ("humaneval", "copy", "open", "english", "chat", "long")
+PROMPT_SOURCES = ("humaneval", "copy", "open", "english", "chat", "long", "tasks", *TASK_SETS)
 
 
 def builtin_prompts(name: str) -> list[Prompt]:
     """A built-in set: ``copy`` (the answer quotes the prompt), ``open`` (it does not),
     ``english`` (64 open-ended English prose prompts), ``chat`` (MT-Bench-style questions,
-    ``chat_prompts``) or ``long`` (a ~3,000-token document and a question)."""
+    ``chat_prompts``), ``long`` (a ~3,000-token document and a question), one task-type
+    set (``task_prompts``) or ``tasks``: every task-type set, set by set."""
     if name == "long":
         return [Prompt("long/0", long_document(3000))]
+    if name == "tasks":
+        return [p for task in TASK_SETS for p in builtin_prompts(task)]
     return [Prompt(f"{name}/{i}", text) for i, text in enumerate(SETS[name])]
 
 

@@ -10,11 +10,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from etspec.contract import TargetMetadata, run_setting
+from etspec.contract import RUN_SETTINGS, RunSetting, TargetMetadata, run_setting
 from etspec.errors import EtspecError
 from etspec.runtime.loading import load_programs, method_of, speculates
 from etspec.runtime.runner import TextLLMRunner, speculative_runner
 from etspec.runtime.spec import RunnerSpec, TreeSettings
+from etspec.runtime.speculative.registry import draft_method
 from etspec.runtime.speculative.shapes import TreePolicy
 from etspec.tools.peers.base import OutsidePeer
 
@@ -78,7 +79,11 @@ class Assembled:
 
 
 def outside_systems(
-    o: OutsideSystems, spec: RunnerSpec, base: TextLLMRunner, trees: dict[str, Any]
+    o: OutsideSystems,
+    spec: RunnerSpec,
+    base: TextLLMRunner,
+    trees: dict[str, Any],
+    methods: Sequence[str] = (),
 ) -> Assembled:
     out = Assembled()
     out.systems.update(eager_systems(o, spec, base.meta, trees))
@@ -86,7 +91,7 @@ def outside_systems(
         from etspec.tools.peers.transformers import transformers_peers
 
         out.systems.update(transformers_peers(o.hf_target, o.hf_assistant, base))
-    out.systems.update(cpp_systems(o, spec, base, trees))
+    out.systems.update(cpp_systems(o, spec, base, trees, methods))
     if o.llama_cpp is not None:
         from etspec.tools.bench_harness import cpu_count
         from etspec.tools.peers.llama_cpp import BASELINES, llama_cpp_peers
@@ -117,21 +122,52 @@ def eager_systems(
 
 
 def cpp_systems(
-    o: OutsideSystems, spec: RunnerSpec, base: TextLLMRunner, trees: dict[str, Any]
+    o: OutsideSystems,
+    spec: RunnerSpec,
+    base: TextLLMRunner,
+    trees: dict[str, Any],
+    methods: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The C++ runner on the same pair: target-only and each tree of --trees it runs."""
+    """The C++ runner on the same pair: target-only and each tree of --trees it runs (per
+    draft method of ``methods``, as ``"cpp <method> <tree>"``)."""
     from etspec.tools.peers.cpp_runner import CppRunner, method_args, tree_args
 
     if o.cpp_runner is None:
         return {}
     out: dict[str, Any] = {"cpp target-only": CppRunner(o.cpp_runner, spec.target, base)}
-    method = method_args(spec)
-    if method is None:
-        return out
-    for name, tree in trees.items():
-        args = tree_args(tree)
-        if args is not None:
-            out[f"cpp {name}"] = CppRunner(o.cpp_runner, spec.target, base, method, args)
+    for s in method_specs(spec, methods):
+        method = method_args(s)
+        if method is None:
+            continue
+        prefix = f"cpp {s.draft_method} " if methods else "cpp "
+        for name, tree in trees.items():
+            args = tree_args(tree)
+            if args is not None:
+                out[prefix + name] = CppRunner(o.cpp_runner, spec.target, base, method, args)
+    return out
+
+
+def run_setting_of(field_name: str) -> RunSetting:
+    """The run setting whose ``method.`` field is ``field_name``."""
+    return next(r for r in RUN_SETTINGS if r.field == f"method.{field_name}")
+
+
+def method_specs(spec: RunnerSpec, methods: Sequence[str]) -> list[RunnerSpec]:
+    """``spec`` once per draft method of ``methods`` (none: ``spec`` itself), each with the
+    draft file and the method options it takes: a bench that runs prompt lookup beside the
+    EAGLE-3 draft passes the draft to the latter only."""
+    if not methods:
+        return [spec]
+    out = []
+    for name in methods:
+        method = draft_method(name)
+        keep = {
+            k: v
+            for k, v in spec.options.items()
+            if not (owners := run_setting_of(k).draft_methods) or method.name in owners
+        }
+        draft = spec.draft if method.draft_program else None
+        out.append(replace(spec, draft_method=method.name, draft=draft, options=keep))
     return out
 
 
@@ -139,18 +175,31 @@ def load_systems(
     spec: RunnerSpec,
     trees: dict[str, TreeSettings | TreePolicy],
     draft_windows: Sequence[int] = (),
+    methods: Sequence[str] = (),
 ) -> tuple[TextLLMRunner, dict[str, TextLLMRunner]]:
     """Target-only runner plus one speculative runner per named tree setting or fixed
-    shape, all over one loaded pair; with ``draft_windows``, the first tree again per window
-    W as ``"<tree> wW"``, its draft attending to the last W positions only."""
+    shape, all over one loaded pair; with ``methods`` (draft methods), that per method, as
+    ``"<method> <tree>"``; with ``draft_windows``, the first tree again per window W as
+    ``"<tree> wW"``, its draft attending to the last W positions only."""
     windowed = run_setting("--draft-window").draft_methods
     if draft_windows and (spec.draft_method not in windowed or spec.draft is None):
         raise EtspecError("draft windows truncate an EAGLE-3 draft's attention; give --draft")
-    target, draft = load_programs(spec)
+    specs = method_specs(spec, methods)
+    with_draft = next((s for s in specs if method_of(s).draft_program and s.draft), specs[0])
+    target, draft = load_programs(with_draft)
     base = TextLLMRunner(target)
-    if not speculates(spec):
+    systems: dict[str, TextLLMRunner] = {}
+    for s in specs:
+        if s is not with_draft:
+            method_of(s).check(s)
+        if not speculates(s):
+            continue
+        prefix = f"{s.draft_method} " if methods else ""
+        mine = draft if method_of(s).draft_program else None
+        for name, t in trees.items():
+            systems[prefix + name] = speculative_runner(s, base, mine, t)
+    if not systems:
         return base, {}
-    systems = {name: speculative_runner(spec, base, draft, t) for name, t in trees.items()}
     if draft_windows and trees:
         name, tree = next(iter(trees.items()))
         for w in draft_windows:

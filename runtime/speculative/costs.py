@@ -1,15 +1,35 @@
-"""What one speculative step costs on this machine, measured (``--tree auto``'s cost model).
+"""What one speculative step costs on this machine now (the dispatcher's cost model).
 
-The target's verify widths are timed here; each draft runner times its own calls
-(``SpeculativeDraftRunner.step_costs``) with the probe this module hands it, so a new drafter
-brings its own cost probes and nothing here names one.
+Before the first step the cost probe times the target's verify widths, a decode and the draft
+runner's own calls (``measure_costs``; each draft runner times its calls with the probe it
+is handed, so a new drafter brings its own probes and nothing here names one). From then on
+every step reports what its calls took, and ``CostModel`` keeps the recent observations: a
+method costs the median of its last ``AUTO_COST_WINDOW`` calls, and the host work around
+the calls of each kind of step the median of its recent steps. A median follows a machine
+that slows down or speeds up (background load, a context that grows) within a window, a few
+slow calls (a scheduler hiccup) do not move it, and it prices a step as it runs on average
+(the least of each call's times priced a two-call step as optimistically as the spread of
+two calls allows: Gemma 3 270M then ran chain1 where a decode was faster). Both runtimes
+price every way a step can go from these.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
+from collections.abc import Collection
+from dataclasses import replace
+
 import torch
 
 from etspec.contract import (
+    AUTO_COST_MIN_CALLS,
+    AUTO_COST_WINDOW,
+    AUTO_REPROBE_STEPS,
+    COST_DECODE,
+    COST_DRAFT,
+    COST_VERIFY,
+    STEP_DECODE,
     TARGET_COMMIT,
     TARGET_DECODE,
     TargetMetadata,
@@ -17,7 +37,117 @@ from etspec.contract import (
 from etspec.runtime.masks import MaskLayout
 from etspec.runtime.program import Program
 from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
-from etspec.runtime.speculative.step import CostProbe, DraftCosts, StepCosts
+from etspec.runtime.speculative.step import CostProbe, StepCosts, StepOutcome
+
+# Keys of the calls a step makes: a decode, one draft model call, a verify per width.
+DECODE, DRAFT = COST_DECODE, COST_DRAFT
+
+
+def verify_key(width: int) -> str:
+    return f"{COST_VERIFY}{width}"
+
+
+class CostModel:
+    """What each method call and each kind of step's host work costs now.
+
+    A call's cost is the median of its last ``AUTO_COST_WINDOW`` calls by steps once it has
+    ``AUTO_COST_MIN_CALLS`` of them. Before that (a verify width no step has used yet) it
+    is the probe's time scaled as the target's observed calls compare with their own probe
+    times: the probe runs on scratch slots under a mask of its own and in a moment of its
+    own, so its times are right in ratio, not in level (on Gemma 3 270M a probed verify
+    cost 15-20% more than the same width inside steps at a short context). A call unseen
+    for ``AUTO_REPROBE_STEPS`` steps forgets its old times and is probed again.
+    """
+
+    def __init__(self, widths: tuple[int, ...], step_width: int = 1) -> None:
+        self.widths = tuple(sorted(widths))
+        self.step_width = step_width
+        self._calls: dict[str, deque[float]] = {}  # by steps only
+        self._probe: dict[str, float] = {}  # the latest probe's time per call
+        self._overhead: dict[str, deque[float]] = {}
+        self._costs: StepCosts | None = None
+        self.steps = 0  # steps observed
+        self._seen: dict[str, int] = {}  # per call: the step it was last timed at
+
+    @staticmethod
+    def _add(table: dict[str, deque[float]], key: str, seconds: float) -> None:
+        table.setdefault(key, deque(maxlen=AUTO_COST_WINDOW)).append(seconds)
+
+    def _observe_call(self, key: str, seconds: float) -> None:
+        self._add(self._calls, key, seconds)
+        self._seen[key] = self.steps
+        self._costs = None
+
+    def stale(self) -> list[str]:
+        """The calls not timed for ``AUTO_REPROBE_STEPS`` steps (to probe again)."""
+        return [k for k, at in self._seen.items() if self.steps - at >= AUTO_REPROBE_STEPS]
+
+    def add_probe(self, probe: StepCosts) -> None:
+        """What the cost probe measured (a zero: not timed)."""
+        if probe.step_width:
+            self.step_width = probe.step_width
+        timed = {verify_key(w): s for w, s in probe.verify_s.items()}
+        timed.update({DECODE: probe.decode_s, DRAFT: probe.draft_s})
+        for key, seconds in timed.items():
+            if seconds > 0:
+                self._probe[key] = seconds
+                self._calls.pop(key, None)  # stale, if there were any
+                self._seen[key] = self.steps
+        self._costs = None
+
+    def observe(self, kind: str, step: StepOutcome) -> None:
+        """One step of ``kind`` (``step.step_kind``): its calls and its host work."""
+        self.steps += 1
+        if step.rows:
+            key = DECODE if kind == STEP_DECODE else verify_key(step.rows)
+            self._observe_call(key, step.target_s)
+        if step.draft_calls:
+            self._observe_call(DRAFT, step.draft_s / step.draft_calls)
+        host = step.seconds - step.target_s - step.draft_s
+        self._add(self._overhead, kind, max(host, 0.0))
+        self._costs = None
+
+    @property
+    def ready(self) -> bool:
+        """Whether every verify width has a cost (the probe ran)."""
+        return all(verify_key(w) in self._probe for w in self.widths)
+
+    def _call(self, key: str, scale: float) -> float | None:
+        window = self._calls.get(key)
+        if window and len(window) >= AUTO_COST_MIN_CALLS:
+            return statistics.median(window)
+        probed = self._probe.get(key)
+        if probed is not None:
+            return probed * scale
+        return statistics.median(window) if window else None
+
+    def _scale(self) -> float:
+        """How the target's calls by steps compare with their probe times (the median
+        ratio over the calls that have both; 1 before any has)."""
+        ratios = [
+            statistics.median(w) / self._probe[k]
+            for k, w in self._calls.items()
+            if k != DRAFT and len(w) >= AUTO_COST_MIN_CALLS and self._probe.get(k)
+        ]
+        return statistics.median(ratios) if ratios else 1.0
+
+    def costs(self) -> StepCosts:
+        """The current estimates; a wider verify never costs less than a narrower one."""
+        if self._costs is None:
+            scale = self._scale()
+            verify, floor = {}, 0.0
+            for w in self.widths:
+                floor = max(floor, self._call(verify_key(w), scale) or 0.0)
+                verify[w] = floor
+            decode = self._call(DECODE, scale)
+            self._costs = StepCosts(
+                verify,
+                self._call(DRAFT, 1.0) or 0.0,
+                self.step_width,
+                decode if decode is not None else verify[self.widths[0]],
+                {k: statistics.median(v) for k, v in self._overhead.items()},
+            )
+        return self._costs
 
 
 def measure_costs(
@@ -25,26 +155,47 @@ def measure_costs(
     draft: SpeculativeDraftRunner | None = None,
     probe: CostProbe | None = None,
     position: int | None = None,
+    calls: Collection[str] | None = None,
 ) -> StepCosts:
-    """Median wall time of each verify width, of a decode at ``position`` (the next slot to
-    be committed; not timed without one) and of the draft runner's own calls."""
+    """The least wall time of each verify width, of a decode at ``position`` (the next slot
+    to be committed; not timed without one) and of the draft runner's own calls, over
+    ``probe.repeats`` rounds that each time every call once (a burst of background work then
+    slows every call of a round alike, not one call's every repeat); with ``calls``
+    (``CostModel`` keys), of those only (a zero: not timed)."""
     probe = probe or CostProbe()
     meta = target.metadata
     assert isinstance(meta, TargetMetadata)
     layout = MaskLayout.of(meta)
-    costs = StepCosts(
-        {
-            w: probe.timed(target, meta.verify_method(w), *probe.scratch_inputs(w, layout))
-            for w in meta.verify_widths
-        }
-    )
-    if position is not None and position < meta.max_context:
-        costs.decode_s = probe.timed(target, TARGET_DECODE, *probe.decode_inputs(position, layout))
-    # Load the commit too (copying scratch slots onto themselves): a tree's first commit
-    # must not pay the method load inside a timed step.
-    scratch = meta.max_context + torch.arange(meta.verify_width)
-    target.run(TARGET_COMMIT, scratch, scratch)
-    drafted = draft.step_costs(probe) if draft is not None else DraftCosts()
-    costs.step_width = drafted.step_width
-    costs.draft_step_s, costs.draft_extend_s = drafted.step_s, drafted.extend_s
+    wanted = set(calls) if calls is not None else None
+    widths = [w for w in meta.verify_widths if wanted is None or verify_key(w) in wanted]
+    decode = position is not None and position < meta.max_context
+    decode = decode and (wanted is None or DECODE in wanted)
+    drafts = draft is not None and (wanted is None or DRAFT in wanted)
+    verify: dict[int, list[float]] = {w: [] for w in widths}
+    decodes, steps, extends, step_width = [], [], [], 0
+    for r in range(probe.repeats):
+        once = replace(probe, repeats=1, warm_up=probe.warm_up and r == 0)
+        for w in widths:
+            verify[w].append(
+                once.timed(target, meta.verify_method(w), *once.scratch_inputs(w, layout))
+            )
+        if decode:
+            assert position is not None
+            decodes.append(once.timed(target, TARGET_DECODE, *once.decode_inputs(position, layout)))
+        if drafts:
+            assert draft is not None
+            drafted = draft.step_costs(once)
+            step_width = drafted.step_width
+            steps.append(drafted.step_s)
+            extends.append(drafted.extend_s)
+    costs = StepCosts({w: min(v) for w, v in verify.items()}, step_width=step_width)
+    if decodes:
+        costs.decode_s = min(decodes)
+    if drafts:
+        costs.draft_s = min(min(steps), min(extends)) or max(min(steps), min(extends))
+    if wanted is None:
+        # Load the commit too (copying scratch slots onto themselves): a tree's first commit
+        # must not pay the method load inside a timed step.
+        scratch = meta.max_context + torch.arange(meta.verify_width)
+        target.run(TARGET_COMMIT, scratch, scratch)
     return costs

@@ -16,7 +16,7 @@ import torch
 from etspec.contract import HiddenStateSpec, TargetMetadata
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import Sampler
-from etspec.runtime.speculative.step import Acceptance, CostProbe, DraftCosts, Proposal, StepOutcome
+from etspec.runtime.speculative.step import Acceptance, CostProbe, DraftCosts, Offer, Proposal
 
 if TYPE_CHECKING:
     from etspec.runtime.speculative.shapes import TreeShape
@@ -30,6 +30,10 @@ class SpeculativeDraftRunner(ABC):
     #: Whether proposals can branch (a model that scores alternatives); runners that cannot
     #: grow trees propose the deepest chain a shape allows.
     branching: bool = False
+    #: Whether ``propose`` runs a draft model (the dispatcher weighs its shapes).
+    has_model: bool = True
+    #: Whether ``offer`` may give a proposal that costs no model call (prompt lookup).
+    offers: bool = False
 
     def check_target(self, target: TargetMetadata) -> None:  # noqa: B027  # optional hook
         """Reject a target this runner cannot work with (called before any generation)."""
@@ -63,9 +67,11 @@ class SpeculativeDraftRunner(ABC):
         """The programs this runner calls (their locks are held while a runner generates)."""
         return ()
 
-    def observe(self, step: StepOutcome) -> None:  # noqa: B027  # optional hook
-        """How the step of the last proposal went (a drafter that chooses per step learns
-        from it)."""
+    def offer(self, max_tokens: int) -> Offer | None:
+        """A chain of at most ``max_tokens`` that costs no model call, and how it was found
+        (prompt lookup's match); None when there is none. The dispatcher weighs it against
+        the model's shapes and a plain decode."""
+        return None
 
     def step_costs(self, probe: CostProbe) -> DraftCosts:
         """Its calls' wall times, timed by ``probe`` (the dispatcher's cost model)."""

@@ -134,6 +134,7 @@ class _AssistantExpansion:
         self.vocab_size = vocab
         self.target_ids = torch.arange(self.vocab_size)
         self.target_id_of = range(self.vocab_size)  # one vocabulary: the identity
+        self.position = step.position
         logits, out = step([token], state[None])
         self.calls = 1
         self._root = logits[0]

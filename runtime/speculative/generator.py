@@ -7,7 +7,13 @@ from typing import Any
 
 import torch
 
-from etspec.contract import DEFAULT_KV_STRATEGY, TargetMetadata, message
+from etspec.contract import (
+    DEFAULT_KV_STRATEGY,
+    LOOKUP_LABEL,
+    TARGET_DECODE,
+    TargetMetadata,
+    message,
+)
 from etspec.errors import EtspecError
 from etspec.runtime.generator import GenerationContext, TokenSink
 from etspec.runtime.program import Program
@@ -15,8 +21,14 @@ from etspec.runtime.sampling import Sampler, check_replayable
 from etspec.runtime.speculative.costs import measure_costs
 from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 from etspec.runtime.speculative.kv_cache import SpecKVCacheManager, check_kv_strategy
-from etspec.runtime.speculative.shapes import ChainShape, TreePolicy, TreeShape
-from etspec.runtime.speculative.step import Acceptance, Proposal, StepOutcome
+from etspec.runtime.speculative.shapes import (
+    ChainShape,
+    Choice,
+    NoDraftShape,
+    TreePolicy,
+    TreeShape,
+)
+from etspec.runtime.speculative.step import Acceptance, CostProbe, Offer, Proposal, StepOutcome
 from etspec.runtime.speculative.tree import DraftTree
 from etspec.runtime.speculative.verifier import Verifier
 
@@ -77,85 +89,154 @@ class SpeculativeTokenGenerator:
         }
 
     def generate(self, ctx: GenerationContext, sink: TokenSink) -> None:
-        stats, sampler, draft = ctx.stats, ctx.sampler, self.draft
-        policy = self.policy.for_request(sampler)
+        stats, draft, policy = ctx.stats, self.draft, self.policy
         needs_hidden = draft.hidden_spec is not None
         with stats.stage("draft"):
             stats.draft_calls += draft.prefill(
                 ctx.prompt, ctx.first_token, ctx.prefill.hidden if needs_hidden else None
             )
         kv = SpecKVCacheManager(ctx.target, self.kv_strategy, len(ctx.prompt))
-        vocab = self.target.vocab_size
+        widest = self.target.verify_width
+        policy.begin()
         root = ctx.first_token
         while sink.remaining > 0:
-            if policy.needs_costs():
-                # --tree auto's cost model: before the first step, and again (warm) at the
-                # step that reaches AUTO_REMEASURE_AFTER, within the request that got there,
-                # not at the start of the next one, which may be a short one it would slow.
-                policy.use_costs(measure_costs(ctx.target, draft, position=kv.committed))
-            shape = policy.choose()
-            t0 = time.perf_counter()
+            calls = policy.needs_costs()
+            if calls is not None:
+                # The cost probe: before the runner's first step (every call), then of a
+                # call no step has made for long (the dispatcher follows the steps' own
+                # timings otherwise).
+                policy.use_costs(
+                    measure_costs(
+                        ctx.target, draft, _REPROBE if calls else None, kv.committed,
+                        calls or None,
+                    )
+                )  # fmt: skip
             # Never draft past the budget: a step emits its accepted path + one token.
             height = sink.remaining - 1
-            with stats.stage("draft"):
-                proposal = draft.propose(shape, height, sampler) if height > 0 else _NOTHING
-            stats.draft_calls += proposal.calls
-            allowed = min(shape.cost.max_height, height)
-            if proposal.evidence is not None and proposal.label is None:
-                keep = policy.trim(shape, len(proposal.tokens), proposal.evidence)
-                if keep < len(proposal.tokens):
-                    proposal, allowed = proposal.prefix(keep), keep
-            with stats.stage("tensorize"):
-                tree = DraftTree.build(root, proposal.tokens, proposal.parents)
-                if ctx.target.reference:
-                    tree.check(vocab)
-                method, inputs = kv.verify_inputs(tree)
-            position = kv.committed
-            with stats.stage("verify"):
-                logits, hidden = ctx.target.run(method, *inputs)
-            with stats.stage("accept"):
-                verdict = self.verifier.verify(
-                    tree,
-                    logits[: tree.size + 1],
-                    sampler,
-                    proposal.probs,
-                    sink.history,
-                )
-            with stats.stage("commit"):
-                stats.commit_calls += kv.commit(verdict.nodes)
-            stats.record_verify(
-                tree.size, verdict.accepted, tree.max_depth, proposal.label or shape.name
-            )
-            nodes = verdict.nodes
-            path_tokens = [root, *(proposal.tokens[i - 1] for i in nodes[1:])]
-            emitted = [*path_tokens[1:], verdict.next_token]
-            # Row nodes[i] holds the target distribution emitted[i] was chosen from.
-            if not sink.emit(emitted, _rows(logits, nodes)):
+            offer = None
+            if height > 0 and policy.takes_offers:
+                offer = draft.offer(min(height, widest - 1))
+            choice = policy.choose(offer, height) if height > 0 else _DECODE
+            if choice.decodes:
+                outcome = self._decode(ctx, sink, kv, root)
+            else:
+                outcome = self._speculate(ctx, sink, kv, root, choice, offer, height)
+            if outcome is None:
                 return
-            with stats.stage("draft"):
-                stats.draft_calls += draft.accept(
-                    Acceptance(
-                        position=position,
-                        tokens=path_tokens,
-                        nodes=verdict.nodes,
-                        next_token=verdict.next_token,
-                        hidden=_rows(hidden, nodes) if needs_hidden else None,
-                    )
-                )
-            outcome = StepOutcome(
-                tree.max_depth,
-                verdict.accepted,
-                time.perf_counter() - t0,
-                allowed,
-                follows_shape=proposal.label is None,
-                evidence=proposal.evidence,
+            root, step = outcome
+            policy.observe(choice, step)
+
+    def _decode(
+        self, ctx: GenerationContext, sink: TokenSink, kv: SpecKVCacheManager, root: int
+    ) -> tuple[int, StepOutcome] | None:
+        """A step that proposes nothing: one target decode, as target-only decoding runs
+        it, and the draft only told what was committed (a model draft queues it and catches
+        up in one call when it next proposes)."""
+        stats, draft = ctx.stats, self.draft
+        t0 = time.perf_counter()
+        position = kv.committed
+        inputs = kv.decode_inputs(torch.tensor([root]))
+        with stats.stage("decode"):
+            logits, hidden = ctx.target.run(TARGET_DECODE, *inputs)
+        target_s = time.perf_counter() - t0
+        stats.decode_calls += 1
+        stats.record_decode()
+        token = ctx.sampler.pick(logits, sink.history)
+        kv.commit([0])
+        if not sink.emit([token], logits):
+            return None
+        with stats.stage("draft"):
+            stats.draft_calls += draft.accept(
+                Acceptance(position, [root], [0], token, hidden[:1] if draft.hidden_spec else None)
             )
-            policy.observe(shape, outcome)
-            draft.observe(outcome)
-            root = verdict.next_token
+        seconds = time.perf_counter() - t0
+        return token, StepOutcome(0, 0, seconds, target_s=target_s, rows=1)
+
+    def _speculate(
+        self,
+        ctx: GenerationContext,
+        sink: TokenSink,
+        kv: SpecKVCacheManager,
+        root: int,
+        choice: Choice,
+        offer: Offer | None,
+        height: int,
+    ) -> tuple[int, StepOutcome] | None:
+        """A step that verifies a proposal: the offer's first ``choice.lookup`` tokens, or
+        the model's ``choice.shape``."""
+        stats, sampler, draft = ctx.stats, ctx.sampler, self.draft
+        needs_hidden = draft.hidden_spec is not None
+        vocab = self.target.vocab_size
+        t0 = time.perf_counter()
+        shape = choice.shape
+        with stats.stage("draft"):
+            if choice.lookup:
+                assert offer is not None
+                proposal = Proposal.chain(offer.tokens[: choice.lookup])
+            else:
+                proposal = draft.propose(shape, height, sampler)
+        draft_s = time.perf_counter() - t0
+        stats.draft_calls += proposal.calls
+        with stats.stage("tensorize"):
+            tree = DraftTree.build(root, proposal.tokens, proposal.parents)
+            if ctx.target.reference:
+                tree.check(vocab)
+            method, inputs = kv.verify_inputs(tree)
+        position = kv.committed
+        t1 = time.perf_counter()
+        with stats.stage("verify"):
+            logits, hidden = ctx.target.run(method, *inputs)
+        target_s = time.perf_counter() - t1
+        with stats.stage("accept"):
+            verdict = self.verifier.verify(
+                tree,
+                logits[: tree.size + 1],
+                sampler,
+                proposal.probs,
+                sink.history,
+            )
+        with stats.stage("commit"):
+            stats.commit_calls += kv.commit(verdict.nodes)
+        label = LOOKUP_LABEL if choice.lookup else shape.name
+        stats.record_verify(tree.size, verdict.accepted, tree.max_depth, label)
+        nodes = verdict.nodes
+        path_tokens = [root, *(proposal.tokens[i - 1] for i in nodes[1:])]
+        emitted = [*path_tokens[1:], verdict.next_token]
+        # Row nodes[i] holds the target distribution emitted[i] was chosen from.
+        if not sink.emit(emitted, _rows(logits, nodes)):
+            return None
+        t2 = time.perf_counter()
+        with stats.stage("draft"):
+            calls = draft.accept(
+                Acceptance(
+                    position=position,
+                    tokens=path_tokens,
+                    nodes=verdict.nodes,
+                    next_token=verdict.next_token,
+                    hidden=_rows(hidden, nodes) if needs_hidden else None,
+                )
+            )
+        stats.draft_calls += calls
+        now = time.perf_counter()
+        if calls:
+            draft_s += now - t2
+        allowed = choice.lookup or min(shape.cost.max_height, height)
+        return verdict.next_token, StepOutcome(
+            tree.max_depth,
+            verdict.accepted,
+            now - t0,
+            allowed,
+            evidence=offer.evidence if choice.lookup and offer is not None else None,
+            target_s=target_s,
+            rows=self.target.verify_width_for(tree.capacity + 1),
+            draft_s=draft_s if proposal.calls or calls else 0.0,
+            draft_calls=proposal.calls + calls,
+        )
 
 
-_NOTHING = Proposal([], [])
+_DECODE = Choice(NoDraftShape())
+# A stale call's new timing: one call (the method is loaded), about 0.2% of the steps since.
+_REPROBE = CostProbe(repeats=1, warm_up=False)
 
 
 def _rows(t: torch.Tensor, nodes: list[int]) -> torch.Tensor:

@@ -93,17 +93,10 @@ class SpecKVCacheManager:
         first; the rows after them, and the tree's own padding, see only their own slot:
         finite, and seen by no real row."""
         m1, c = tree.capacity + 1, self.committed
+        if m1 == 1:
+            return TARGET_DECODE, self.decode_inputs(tree.tokens[:1])
         if self._cache:
             self._snapshot = [t[:, :c].clone() for t in self._cache]
-        if m1 == 1:
-            # Nothing proposed (a lookup that found no match): the root alone is the one-row
-            # decode, cheaper than the narrowest verify. It writes the root's committed slot
-            # directly, so the commit that follows has nothing to move.
-            self._slots, self._base = c + self._rows, c
-            position = torch.tensor([c])
-            mask = self._layout.causal(position)
-            band = self._layout.band(c, mask.shape[-1])
-            return TARGET_DECODE, (tree.tokens[:1], position, mask, *band)
         k = self.meta.verify_width_for(m1)
         in_place = self.strategy == POSITION_OVERWRITE
         if in_place and tree.size == tree.capacity and c + k <= self.max_context:
@@ -128,6 +121,20 @@ class SpecKVCacheManager:
         self._slots, self._base = base + self._rows, base
         band = self._layout.band(c, width)
         return self.meta.verify_method(k), (tokens, positions, slots, mask, *band)
+
+    def decode_inputs(self, token: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``(token, position, mask[, band])`` of one ``target_decode`` of ``token`` [1] (the
+        root) at the committed length: it writes the root's committed slot directly, so the
+        ``commit([0])`` that follows has nothing to move. Cheaper than the narrowest verify:
+        a step that proposes nothing runs it."""
+        c = self.committed
+        if self._cache:
+            self._snapshot = [t[:, :c].clone() for t in self._cache]
+        self._slots, self._base = c + self._rows, c
+        position = torch.tensor([c])
+        mask = self._layout.causal(position)
+        band = self._layout.band(c, mask.shape[-1])
+        return (token, position, mask, *band)
 
     def _in_place_inputs(self, tree: DraftTree, k: int) -> tuple[str, tuple[torch.Tensor, ...]]:
         """``verify_inputs`` of an unpadded tree verified in its own slots ``c..c+k-1``

@@ -20,7 +20,7 @@ from etspec.runtime.sampling import Sampler
 from etspec.runtime.speculative.draft_method import DraftMethod
 from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 from etspec.runtime.speculative.shapes import TreeShape
-from etspec.runtime.speculative.step import Acceptance, Proposal
+from etspec.runtime.speculative.step import Acceptance, Offer, Proposal
 
 if TYPE_CHECKING:
     from etspec.runtime.spec import RunnerSpec
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 class PromptLookupDraftRunner(SpeculativeDraftRunner):
     hidden_spec = None
+    has_model = False
+    offers = True
 
     def __init__(self, vocab_size: int, max_ngram: int = 3, min_ngram: int = 1) -> None:
         if not 1 <= min_ngram <= max_ngram:
@@ -89,14 +91,18 @@ class PromptLookupDraftRunner(SpeculativeDraftRunner):
                 return n, seq[start : min(start + max_tokens, total)].tolist()
         return 0, []
 
-    def propose(self, shape: TreeShape, max_height: int, sampler: Sampler) -> Proposal:
-        # A lookup finds one continuation: the deepest chain the shape allows. Its tokens are
-        # deterministic picks, which the verifier treats as point masses (probs=None).
+    def offer(self, max_tokens: int) -> Offer | None:
         # The matched n-gram's length is the evidence: under sampling a 1-gram match rarely
-        # pays for its verify, a 3-gram match nearly always does (contract.AUTO_TRIM_Z).
+        # pays for its verify, a 3-gram match nearly always does.
+        n, tokens = self.match(max_tokens)
+        return Offer(tokens, f"ngram{n}") if tokens else None
+
+    def propose(self, shape: TreeShape, max_height: int, sampler: Sampler) -> Proposal:
+        # A fixed shape: the deepest chain it allows. The tokens are deterministic picks,
+        # which the verifier treats as point masses (probs=None).
         cost = shape.cost
-        n, tokens = self.match(min(cost.max_height, cost.max_nodes, max_height))
-        return Proposal.chain(tokens, evidence=f"ngram{n}" if tokens else None)
+        _, tokens = self.match(min(cost.max_height, cost.max_nodes, max_height))
+        return Proposal.chain(tokens)
 
 
 class PromptLookupMethod(DraftMethod):

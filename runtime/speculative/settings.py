@@ -16,14 +16,15 @@ from etspec.contract import (
     default_dynamic_depth,
 )
 from etspec.runtime.spec import TreeSettings
-from etspec.runtime.speculative.dispatcher import AutoTree
+from etspec.runtime.speculative.dispatcher import Dispatcher
+from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.shapes import ChainShape, NoDraftShape, TreePolicy, TreeShape
 from etspec.runtime.speculative.static_tree import StaticTree
 
 
 def parse_shape(name: str) -> TreeShape:
-    """A fixed shape from the name stats and ``AutoTree.report()`` give it: ``chain3``,
+    """A fixed shape from the name stats and ``Dispatcher.report()`` give it: ``chain3``,
     ``dynamic-d3k4t16``, or a static tree (``N7``, ``D3xBF2``)."""
     if name == NO_DRAFT_SHAPE:
         return NoDraftShape()
@@ -43,16 +44,17 @@ def default_dynamic(width: int, topk: int = DEFAULT_DYNAMIC_TOPK) -> DynamicTree
 
 
 def auto_candidates(target: TargetMetadata, branching: bool) -> list[TreeShape]:
-    """The step that drafts nothing, chains of every length from 2 to ``AUTO_MAX_CHAIN`` that
-    fit and, for drafts that can branch, static and dynamic trees filling each width (not on
-    a target whose recipe quantizes activations per row: ``contract.ROW_QUANTIZED_DTYPES``)."""
-    shapes: dict[str, TreeShape] = {NO_DRAFT_SHAPE: NoDraftShape()}
+    """The model shapes ``--tree auto`` weighs: chains of every length from 1 to
+    ``AUTO_MAX_CHAIN`` that fit and, for drafts that can branch, static and dynamic trees
+    filling each width (not on a target whose recipe quantizes activations per row:
+    ``contract.ROW_QUANTIZED_DTYPES``). The step that drafts nothing and the drafter's offers
+    are the dispatcher's own."""
+    shapes: dict[str, TreeShape] = {}
     branching = branching and target.dtype not in ROW_QUANTIZED_DTYPES
     # Every chain length is cheap to consider: they pool their acceptance (DepthAcceptance).
     longest = min(target.verify_width - 1, AUTO_MAX_CHAIN)
-    for n in range(min(2, longest), longest + 1):
-        if n >= 1:
-            shapes[f"chain{n}"] = ChainShape(n)
+    for n in range(1, longest + 1):
+        shapes[f"chain{n}"] = ChainShape(n)
     for w in target.verify_widths:
         if branching and w >= 4:
             static = StaticTree.pruned(w - 1)
@@ -63,9 +65,8 @@ def auto_candidates(target: TargetMetadata, branching: bool) -> list[TreeShape]:
     return list(shapes.values())
 
 
-def tree_policy(settings: TreeSettings, target: TargetMetadata, branching: bool) -> TreePolicy:
-    """The policy ``settings`` ask for on ``target`` (``branching``: the drafter can grow
-    trees; else auto considers chains only)."""
+def fixed_shape(settings: TreeSettings, target: TargetMetadata) -> TreeShape:
+    """The one shape a ``chain``, ``static`` or ``dynamic`` setting asks for."""
     if settings.mode == "chain":
         return ChainShape(settings.num_spec_tokens)
     if settings.mode == "static":
@@ -73,12 +74,27 @@ def tree_policy(settings: TreeSettings, target: TargetMetadata, branching: bool)
             nodes = min(target.verify_width - 1, STATIC_TREE_MAX_NODES)
             return StaticTree.pruned(max(1, nodes))
         return StaticTree.parse(settings.static_tree, target.verify_width)
-    if settings.mode == "dynamic":
-        base = default_dynamic(target.verify_width)
-        depth, topk, total = settings.dynamic_depth, settings.topk, settings.total_tokens
-        return DynamicTree(
-            depth=base.depth if depth is None else depth,
-            topk=base.topk if topk is None else topk,
-            total_tokens=base.total_tokens if total is None else total,
-        )
-    return AutoTree(auto_candidates(target, branching), target.verify_widths)
+    base = default_dynamic(target.verify_width)
+    depth, topk, total = settings.dynamic_depth, settings.topk, settings.total_tokens
+    return DynamicTree(
+        depth=base.depth if depth is None else depth,
+        topk=base.topk if topk is None else topk,
+        total_tokens=base.total_tokens if total is None else total,
+    )
+
+
+def tree_policy(
+    settings: TreeSettings, target: TargetMetadata, drafter: SpeculativeDraftRunner
+) -> TreePolicy:
+    """The policy ``settings`` ask for on ``target`` with ``drafter``: ``auto`` weighs a
+    plain decode, the drafter's offers and the model shapes it can grow; a fixed shape is
+    itself, or, for a drafter that also offers (prompt lookup beside a model), weighed
+    against the offers."""
+    widths = target.verify_widths
+    if settings.mode == "auto":
+        shapes = auto_candidates(target, drafter.branching) if drafter.has_model else []
+        return Dispatcher(shapes, widths, decode=True, lookup=drafter.offers)
+    shape = fixed_shape(settings, target)
+    if drafter.offers and drafter.has_model:
+        return Dispatcher([shape], widths, decode=False, lookup=True)
+    return shape

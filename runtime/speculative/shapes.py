@@ -7,13 +7,14 @@ model implement ``Expander``; the shape decides which nodes to feed and which to
 one draft runner serves every shape and one shape serves every draft model.
 
 A ``TreePolicy`` picks the shape of every step: a fixed shape always picks itself, the
-budget dispatcher (``dispatcher.AutoTree``) picks from measured costs and acceptance.
+dispatcher (``dispatcher.Dispatcher``) picks from measured costs and acceptance.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -22,7 +23,7 @@ from etspec.contract import NO_DRAFT_SHAPE, message
 from etspec.errors import EtspecError
 from etspec.runtime.sampling import Sampler, TokenDist, greedy_id
 from etspec.runtime.spec import TreeSettings
-from etspec.runtime.speculative.step import Proposal, ShapeCost, StepCosts, StepOutcome
+from etspec.runtime.speculative.step import Offer, Proposal, ShapeCost, StepCosts, StepOutcome
 
 
 class Expander(Protocol):
@@ -37,6 +38,9 @@ class Expander(Protocol):
     vocab_size: int
     #: Model calls made so far.
     calls: int
+    #: The committed length: the root's index in the sequence (a node at depth d is the
+    #: token at index ``position + d``).
+    position: int
 
     def root(self) -> torch.Tensor:
         """Logits [Vd] of the root's children."""
@@ -48,37 +52,51 @@ class Expander(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Choice:
+    """What one step runs: the model drafter's ``shape`` or, with ``lookup`` > 0, the first
+    ``lookup`` tokens of the drafter's offer instead (``shape`` then drafts nothing)."""
+
+    shape: TreeShape
+    lookup: int = 0
+
+    @property
+    def decodes(self) -> bool:
+        """Nothing is proposed: the step is one target decode."""
+        return not self.lookup and not self.shape.cost.max_nodes
+
+
 class TreePolicy(ABC):
-    """Chooses the tree shape of each speculative step."""
+    """Chooses what each speculative step runs."""
 
     @abstractmethod
     def candidates(self) -> list[TreeShape]:
         """Every shape this policy may choose (checked against the artifacts up front)."""
 
     @abstractmethod
-    def choose(self) -> TreeShape:
-        """The shape for the next step."""
+    def choose(self, offer: Offer | None = None, height: int = 1 << 30) -> Choice:
+        """What the next step runs, at most ``height`` levels deep, given the drafter's
+        offer (``takes_offers``)."""
 
-    def observe(self, shape: TreeShape, step: StepOutcome) -> None:  # noqa: B027
-        """Feedback after a step of ``shape``."""
-
-    def trim(self, shape: TreeShape, offered: int, evidence: str) -> int:
-        """How many of the ``offered`` chain tokens a proposal found by ``evidence``
-        (``Proposal.evidence``) should keep; a fixed shape keeps them all."""
-        return offered
-
-    def for_request(self, sampler: Sampler) -> TreePolicy:
-        """The policy one request runs under: this one, except where a request must not
-        depend on what earlier requests taught it (``dispatcher.SeededAutoTree``)."""
-        return self
-
-    def needs_costs(self) -> bool:
-        """Whether the generator should measure the step costs (``costs.measure_costs``)
-        and hand them over (``use_costs``) before the next step; a fixed shape never does."""
+    @property
+    def takes_offers(self) -> bool:
+        """Whether ``choose`` weighs the drafter's offers (the generator asks for them)."""
         return False
 
+    def begin(self) -> None:  # noqa: B027
+        """A request starts (the dispatcher weighs what earlier ones taught less)."""
+
+    def observe(self, choice: Choice, step: StepOutcome) -> None:  # noqa: B027
+        """Feedback after a step that ran ``choice``."""
+
+    def needs_costs(self) -> list[str] | None:
+        """Which step costs the generator should measure (``costs.measure_costs``'s
+        ``calls``; an empty list: all of them) and hand over (``use_costs``) before the
+        next step; None: none (a fixed shape never needs any)."""
+        return None
+
     def use_costs(self, costs: StepCosts) -> None:  # noqa: B027
-        """The measured cost of each method a step runs, on this machine."""
+        """The cost probe's measurement of each method a step runs, on this machine."""
 
     def report(self) -> dict[str, dict[str, float]] | None:
         """What the policy measured per candidate (``--tree auto``); None for a fixed one."""
@@ -101,8 +119,8 @@ class TreeShape(TreePolicy):
     def candidates(self) -> list[TreeShape]:
         return [self]
 
-    def choose(self) -> TreeShape:
-        return self
+    def choose(self, offer: Offer | None = None, height: int = 1 << 30) -> Choice:
+        return Choice(self)
 
     def settings(self) -> TreeSettings | None:
         """The ``--tree`` settings that make this shape (what the C++ runner is passed);
@@ -153,9 +171,10 @@ class ChainShape(TreeShape):
                 continue
             # The verifier compares q with the target's p: draft ids renamed to target ids.
             q = sampler.dist(logits).mapped(expander.target_ids.numpy())
-            tokens.append(sampler.draw(q))
+            tokens.append(sampler.draw(q, expander.position + i + 1))
             probs.append(q)
-        return Proposal.chain(tokens, probs or None, expander.calls)
+        # A coupled verifier needs no q: it races the target's own distribution.
+        return Proposal.chain(tokens, None if sampler.coupled else probs or None, expander.calls)
 
 
 class NoDraftShape(ChainShape):

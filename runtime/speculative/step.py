@@ -8,18 +8,12 @@ that use it, so they import one another in one direction only.
 from __future__ import annotations
 
 import math
-import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
-from etspec.contract import (
-    AUTO_SEEDED_DRAFT_CALL,
-    AUTO_SEEDED_VERIFY_BASE,
-    AUTO_SEEDED_VERIFY_PER_ROW,
-    MASK_MIN,
-)
+from etspec.contract import MASK_MIN, STEP_CHAIN, STEP_DECODE, STEP_TREE
 from etspec.runtime.masks import MaskLayout
 from etspec.runtime.program import Program
 from etspec.runtime.sampling import TokenDist
@@ -44,36 +38,19 @@ class Proposal:
     ``probs[i-1]`` is the distribution (target ids) node i was drawn from, for sampling
     verification; ``None`` means every node was a deterministic pick (a point mass: the
     verifier accepts token x with probability p(x) and removes it from p on rejection).
-    ``calls`` counts draft model calls made. ``label`` names what proposed the nodes when it
-    was not the step's shape (a combined drafter's prompt lookup): the step then says nothing
-    about the shape, and its statistics go under the label. ``evidence`` says how a chain
-    was found when the drafter can tell (prompt lookup: ``"ngram3"``), so ``--tree auto`` can
-    judge each kind of proposal on its own acceptance and cut the ones that do not pay.
+    ``calls`` counts draft model calls made.
     """
 
     tokens: list[int]
     parents: list[int]
     probs: list[TokenDist] | None = None
     calls: int = 0
-    label: str | None = None
-    evidence: str | None = None
 
     @classmethod
     def chain(  # type: ignore[no-untyped-def]
-        cls,
-        tokens: list[int],
-        probs: list[TokenDist] | None = None,
-        calls: int = 0,
-        label: str | None = None,
-        evidence: str | None = None,
+        cls, tokens: list[int], probs: list[TokenDist] | None = None, calls: int = 0
     ):
-        return cls(tokens, list(range(len(tokens))), probs, calls, label, evidence)
-
-    def prefix(self, n: int) -> Proposal:
-        """The first ``n`` nodes of a chain (its first ``n`` levels)."""
-        assert self.parents[:n] == list(range(n)), "only a chain is cut by depth"
-        probs = self.probs[:n] if self.probs is not None else None
-        return Proposal.chain(self.tokens[:n], probs, self.calls, self.label, self.evidence)
+        return cls(tokens, list(range(len(tokens))), probs, calls)
 
 
 @dataclass(frozen=True)
@@ -104,20 +81,31 @@ class ShapeCost:
 
 
 @dataclass(frozen=True)
+class Offer:
+    """A proposal a drafter has at no model call (prompt lookup's match): the chain's tokens
+    and how they were found (``"ngram3"``), which the dispatcher judges it by."""
+
+    tokens: list[int]
+    evidence: str
+
+
+@dataclass(frozen=True)
 class StepOutcome:
     """What one speculative step did, as a tree policy learns it."""
 
     height: int  # depth of the deepest drafted node (0: nothing was drafted)
     accepted: int  # draft tokens accepted (the step emitted one more)
-    seconds: float  # wall time of the step: draft, verify, accept, commit
+    seconds: float  # wall time of the step: draft, verify (or decode), accept, commit
     # How deep the step could have drafted (its shape, capped by the token budget); a
-    # drafter that offered less (prompt lookup's match ran out) ended the chain itself.
-    # None: ``height``.
+    # drafter that offered less ended the chain itself. None: ``height``.
     allowed: int | None = None
-    # False when the draft runner proposed something other than the shape asked for
-    # (``Proposal.label``): the step then teaches a tree policy nothing about the shape.
-    follows_shape: bool = True
-    evidence: str | None = None  # ``Proposal.evidence``
+    evidence: str | None = None  # the offer's, when the step verified it
+    # What the step's calls took: the verify's (or the decode's) seconds and rows (1: a
+    # decode), and the draft's seconds over its model calls.
+    target_s: float = 0.0
+    rows: int = 0
+    draft_s: float = 0.0
+    draft_calls: int = 0
 
     @property
     def emitted(self) -> int:
@@ -126,35 +114,35 @@ class StepOutcome:
 
 @dataclass
 class StepCosts:
-    """Measured seconds per call of the methods one speculative step runs."""
+    """Seconds per call of the methods a step runs (measured by the cost probe, or a
+    ``costs.CostModel``'s estimates now) and of the host work beside them per kind of step
+    (``step_kind``)."""
 
     verify_s: dict[int, float]  # per compiled verify width
-    draft_step_s: float = 0.0
-    draft_extend_s: float = 0.0
-    step_width: int = 1
+    draft_s: float = 0.0  # one draft model call (a level, or the extend that starts one)
+    step_width: int = 1  # draft rows one call feeds
     decode_s: float = 0.0  # one target_decode (a step that drafts nothing)
+    overhead_s: dict[str, float] = field(default_factory=dict)  # per step kind
 
-    def predict(self, cost: ShapeCost, widths: tuple[int, ...]) -> float:
-        """Seconds of one step of a shape that costs ``cost`` (``TreeShape.cost``)."""
-        if cost.max_nodes == 0:  # nothing to verify: a decode (the draft still follows)
-            # Untimed (no position to probe at), a decode costs at most the narrowest verify.
-            decode = self.decode_s or self.verify_s[min(widths)]
-            return decode + self.draft_extend_s
+    def predict(self, cost: ShapeCost, widths: tuple[int, ...], model: bool = True) -> float:
+        """Seconds of one step of a shape that costs ``cost`` (``TreeShape.cost``); ``model``
+        False: its nodes cost no draft call (a lookup's chain)."""
+        kind = step_kind(cost)
+        if cost.max_nodes == 0:
+            return self.decode_s + self.overhead_s.get(kind, 0.0)
         width = next(w for w in widths if w >= cost.max_nodes + 1)
-        calls = max(cost.levels, math.ceil(cost.fed_nodes / max(self.step_width, 1)))
-        return self.verify_s[width] + calls * self.draft_step_s + self.draft_extend_s
+        calls = 0
+        if model:  # the extend that catches the draft up, then its levels
+            calls = 1 + max(cost.levels, math.ceil(cost.fed_nodes / max(self.step_width, 1)))
+        return self.verify_s[width] + calls * self.draft_s + self.overhead_s.get(kind, 0.0)
 
 
-def fixed_costs(widths: tuple[int, ...]) -> StepCosts:
-    """The timing-free costs of a seeded sampling request under ``--tree auto``
-    (``contract.AUTO_SEEDED_*``): every level one draft call, whatever the step width."""
-    return StepCosts(
-        {w: AUTO_SEEDED_VERIFY_BASE + AUTO_SEEDED_VERIFY_PER_ROW * w for w in widths},
-        AUTO_SEEDED_DRAFT_CALL,
-        AUTO_SEEDED_DRAFT_CALL,
-        step_width=max(widths),
-        decode_s=AUTO_SEEDED_VERIFY_BASE + AUTO_SEEDED_VERIFY_PER_ROW,
-    )
+def step_kind(cost: ShapeCost) -> str:
+    """``"decode"`` (nothing verified), ``"chain"`` (one node per level: a chain, whose
+    verify leaves its rows in place) or ``"tree"`` (whose commit may move rows)."""
+    if cost.max_nodes == 0:
+        return STEP_DECODE
+    return STEP_CHAIN if cost.max_nodes == cost.max_height else STEP_TREE
 
 
 @dataclass(frozen=True)
@@ -164,16 +152,21 @@ class CostProbe:
 
     repeats: int = 5
     context: int = 256
+    warm_up: bool = True  # one untimed call first (a method's first call loads it)
 
     def timed(self, program: Program, method: str, *inputs: torch.Tensor) -> float:
-        """Median wall time of ``method`` after one warm-up call."""
-        program.run(method, *inputs)  # warm-up
+        """The least wall time of ``method`` over ``repeats`` calls: a probe runs in a
+        moment, and the least is the call's cost undisturbed by it (the dispatcher then
+        follows what the steps' own calls take; an optimistic first price gets a call
+        tried, and its real times correct it)."""
+        if self.warm_up:
+            program.run(method, *inputs)
         times = []
         for _ in range(self.repeats):
             t0 = time.perf_counter()
             program.run(method, *inputs)
             times.append(time.perf_counter() - t0)
-        return statistics.median(times)
+        return min(times)
 
     def scratch_inputs(self, width: int, layout: MaskLayout) -> tuple[torch.Tensor, ...]:
         """(tokens, positions, slots, mask, *band) of ``width`` rows in scratch slots."""

@@ -4,6 +4,12 @@ Greedy: walk from the root; at each node take the child whose token equals the t
 argmax there; the first miss emits the argmax (correction), a full path emits the argmax
 after the last accepted node (bonus). Every emitted token is the target's greedy token.
 
+Coupled sampling (a seeded request, ``Sampler.coupled``): as greedy, with the target's
+token at each node the one its distribution's race gives at that node's sequence index
+(``TokenDist.race``). Every emitted token is the one target-only decoding with the same seed
+emits there, whatever was proposed; a draft that races its own distribution with the same
+clocks agrees with it as often as the race couples the two.
+
 Sampling (multi-round speculative sampling, lossless): at a node with target distribution
 p, try its children x in order, each proposed from its q; accept x with probability
 min(1, p(x)/q(x)); on rejection p <- normalize(max(p - q, 0)) and try the next child; when
@@ -46,11 +52,30 @@ class Verifier:
         draft_probs: Sequence[TokenDist] | None,
         history: Sequence[int] = (),
     ) -> Verdict:
-        """``logits[i]`` is the target's next-token logits after tree row i."""
+        """``logits[i]`` is the target's next-token logits after tree row i; ``history``
+        is the sequence through the root."""
         logits = sampler.process(logits, history)
         if sampler.greedy:
             return self._greedy(tree, logits)
+        if sampler.coupled:
+            return self._coupled(tree, logits, sampler, len(history))
         return self._sample(tree, logits, draft_probs, sampler)
+
+    def _coupled(
+        self, tree: DraftTree, logits: torch.Tensor, sampler: Sampler, index: int
+    ) -> Verdict:
+        """The greedy walk over raced tokens; ``index`` is the sequence index of the root's
+        children."""
+        tokens = tree.token_list
+        children = tree.children
+        node, nodes = 0, [0]
+        while True:
+            best = sampler.draw(sampler.dist(logits[node]), index + len(nodes) - 1)
+            nxt = next((c for c in children[node] if tokens[c] == best), None)
+            if nxt is None:
+                return Verdict(nodes, best, node)
+            node = nxt
+            nodes.append(node)
 
     def _greedy(self, tree: DraftTree, logits: torch.Tensor) -> Verdict:
         best = greedy_ids(logits)  # the only host sync of a greedy step
@@ -89,7 +114,7 @@ class Verifier:
                     break
                 p = self.residual(p, q, x)
             if accepted is None:
-                return Verdict(nodes, sampler.draw(p), node)
+                return Verdict(nodes, p.draw(sampler.uniform()), node)
             node = accepted
             nodes.append(node)
 

@@ -67,17 +67,19 @@ def test_aliases_mean_what_our_names_mean(artifacts) -> None:  # type: ignore[no
     for alias in ("--num-speculative-tokens", "--draft-max"):
         out = _generate(*base, "--tree", "chain", alias, "5")
         assert out["token_ids"] == chain["token_ids"]
-        assert set(out["stats"]["shape_steps"]) == {"chain5"}
+        # A chain step each, and a plain decode for the budget's last token.
+        assert set(out["stats"]["shape_steps"]) <= {"chain5", "none"}
+        assert out["stats"]["shape_steps"]["chain5"] > 0
     dyn = ["--tree", "dynamic", "--depth", "2", "--total-tokens", "9"]
     tree = _generate(*base, *dyn, "--draft-topk", "3")
     for alias in ("--speculative-eagle-topk", "--topk", "--top-k-draft"):
         out = _generate(*base, *dyn, alias, "3")
         assert out["stats"]["shape_steps"] == tree["stats"]["shape_steps"]
-    assert set(tree["stats"]["shape_steps"]) == {"dynamic-d2k3t9"}
+    assert set(tree["stats"]["shape_steps"]) - {"none"} == {"dynamic-d2k3t9"}
     sglang_args = ["--speculative-num-steps", "3", "--speculative-eagle-topk", "3",
               "--speculative-num-draft-tokens", "9"]  # fmt: skip
     sglang = _generate(*base, "--tree", "dynamic", *sglang_args)
-    assert set(sglang["stats"]["shape_steps"]) == {"dynamic-d2k3t9"}
+    assert set(sglang["stats"]["shape_steps"]) - {"none"} == {"dynamic-d2k3t9"}
     temp = _generate(*base, "--tree", "chain", "--temp", "0.9", "--seed", "3", "--max-tokens", "7")
     same = _generate(*base, "--tree", "chain", "--temperature", "0.9", "--seed", "3",
                      "--n-predict", "7")  # fmt: skip

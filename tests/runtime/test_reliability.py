@@ -564,49 +564,47 @@ def test_cpp_chain_longer_than_any_int_is_refused_with_its_width(files, runner_b
 
 
 def test_seeded_auto_sampling_repeats_in_python_and_cpp(files, runner_bin: Path) -> None:  # type: ignore[no-untyped-def]
-    """A seeded sampling request under --tree auto runs the same shapes (fixed costs, a
-    fresh dispatcher per request), so it gives the same ids on every run: 5 requests on one
-    runner (after an unseeded one that taught the shared dispatcher), 5 C++ processes."""
+    """A seeded sampling request under --tree auto gives the same ids on every run, in both
+    runtimes, and they are target-only's: coupled sampling fixes each token by the seed and
+    its position, whatever the timed dispatcher chose (5 requests on one runner after an
+    unseeded one that taught the dispatcher, 5 C++ processes, each runtime's target-only)."""
     spec = RunnerSpec(files["target"], files["draft"], tree=TreeSettings("auto"))
-    _, runner = load_runners(spec)
+    base, runner = load_runners(spec)
     assert runner is not None
     runner.generate(PROMPT, 20, SamplingConfig(0.8), ignore_eos=True)
     seeded = SamplingConfig(0.8, top_p=0.95, seed=7)
     python = {tuple(runner.generate(PROMPT, 20, seeded, ignore_eos=True).token_ids)
               for _ in range(5)}  # fmt: skip
-    assert len(python) == 1
-    args = [str(runner_bin), "--target", str(files["target"]), "--draft", str(files["draft"]),
-            "--tree", "auto", "--temperature", "0.8", "--top-p", "0.95", "--seed", "7",
-            "--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "20",
-            "--ignore-eos"]  # fmt: skip
-    cpp = {subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    assert python == {tuple(base.generate(PROMPT, 20, seeded, ignore_eos=True).token_ids)}
+    args = [str(runner_bin), "--target", str(files["target"]), "--temperature", "0.8",
+            "--top-p", "0.95", "--seed", "7", "--prompt-ids", ",".join(map(str, PROMPT)),
+            "--max-new-tokens", "20", "--ignore-eos", "--print-ids"]  # fmt: skip
+    speculative = [*args, "--draft", str(files["draft"]), "--tree", "auto"]
+    cpp = {subprocess.run(speculative, capture_output=True, text=True, check=True).stdout
            for _ in range(5)}  # fmt: skip
-    assert len(cpp) == 1 and cpp.pop().split()
+    alone = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    assert cpp == {alone}
+    assert [int(t) for t in alone.split()] == list(python.pop())  # the same in both runtimes
 
 
-def test_seeded_auto_choices_ignore_measured_time() -> None:
-    from etspec.runtime.sampling import Sampler
-    from etspec.runtime.speculative.dispatcher import AutoTree, SeededAutoTree
-    from etspec.runtime.speculative.settings import auto_candidates
-    from etspec.runtime.speculative.step import StepOutcome
+def test_a_seeded_draw_depends_on_the_seed_and_position_alone() -> None:
+    """Coupled sampling: what a seeded request draws at a position follows from the seed,
+    the position and the distribution, not from how many draws came before (which shapes
+    the dispatcher ran) nor from the time anything took."""
+    import numpy as np
 
-    meta = type("M", (), {"verify_width": 16, "verify_widths": (4, 8, 16), "dtype": "fp32"})()
-    shared = AutoTree(auto_candidates(meta, True), meta.verify_widths)  # type: ignore[arg-type]
-    sampler = Sampler(SamplingConfig(0.7, seed=1))
-    runs = []
-    for scale in (1.0, 37.0):
-        policy = shared.for_request(sampler)
-        assert isinstance(policy, SeededAutoTree) and not policy.needs_costs()
-        chosen = []
-        for i in range(200):
-            shape = policy.choose()
-            chosen.append(shape.name)
-            accepted = min((i * 7) % 5, shape.cost.max_height)
-            policy.observe(shape, StepOutcome(shape.cost.max_height, accepted, scale * (i % 3)))
-        runs.append(chosen)
-    assert runs[0] == runs[1] and len(set(runs[0])) > 1
-    assert shared.for_request(Sampler(SamplingConfig(0.7))) is shared  # unseeded: shared
-    assert shared.for_request(Sampler(SamplingConfig())) is shared  # greedy: shared
+    from etspec.runtime.sampling import Sampler, TokenDist
+
+    rng = np.random.default_rng(0)
+    p = TokenDist(np.arange(50), rng.dirichlet(np.full(50, 0.3)))
+    a, b = Sampler(SamplingConfig(0.7, seed=1)), Sampler(SamplingConfig(0.7, seed=1))
+    for _ in range(7):
+        b.uniform()  # other draws in between change nothing
+    first = [a.draw(p, i) for i in range(200)]
+    assert first == [b.draw(p, i) for i in reversed(range(200))][::-1]
+    assert first != [Sampler(SamplingConfig(0.7, seed=2)).draw(p, i) for i in range(200)]
+    assert len(set(first)) > 5
+    assert not Sampler(SamplingConfig(0.7)).coupled  # unseeded: rejection sampling
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import torch
 from helpers import pair_programs, runners
 
 from etspec.contract import LOOKUP_LABEL
+from etspec.runtime import sampling as sampling_module
 from etspec.runtime.sampling import (
     RepetitionPenalty,
     Sampler,
@@ -22,10 +23,14 @@ from etspec.runtime.sampling import (
     SamplingError,
     TokenDist,
 )
+from etspec.runtime.spec import TreeSettings
 from etspec.runtime.speculative.combined import CombinedDraftRunner
+from etspec.runtime.speculative.dispatcher import Dispatcher
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.eagle3 import Eagle3DraftRunner
 from etspec.runtime.speculative.prompt_lookup import PromptLookupDraftRunner
+from etspec.runtime.speculative.settings import tree_policy
+from etspec.runtime.speculative.shapes import ChainShape
 from etspec.runtime.speculative.static_tree import StaticTree
 from etspec.runtime.speculative.tree import DraftTree
 from etspec.runtime.speculative.verifier import Verifier
@@ -182,6 +187,14 @@ def test_invalid_settings_are_refused(cfg: SamplingConfig, message: str) -> None
 # --- the verifier alone -------------------------------------------------------------------
 
 
+def _rejection(config: SamplingConfig) -> Sampler:
+    """A sampler verifying by rejection sampling (an unseeded request's) that repeats: its
+    generator seeded, its draws not coupled."""
+    sampler = Sampler(config)
+    sampler.coupled = False
+    return sampler
+
+
 def _verifier_samples(
     verifier: Verifier, n: int, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -190,11 +203,11 @@ def _verifier_samples(
     p_logits = torch.randn(3, V, generator=g) * 1.5
     q_dense = torch.softmax(torch.randn(2, V, generator=g).double() * 1.5, -1)
     q = [TokenDist(np.arange(V), row.numpy()) for row in q_dense]
-    sampler = Sampler(SamplingConfig(temperature=1.0, seed=seed))
+    sampler = _rejection(SamplingConfig(temperature=1.0, seed=seed))
     p0 = sampler.probs(p_logits)[0]
     counts = torch.zeros(V)
     for _ in range(n):
-        d = [sampler.draw(qi) for qi in q]
+        d = [qi.draw(sampler.uniform()) for qi in q]
         tree = DraftTree.chain(0, d)
         verdict = verifier.verify(tree, p_logits, sampler, q)
         first = int(tree.tokens[verdict.nodes[1]]) if verdict.accepted else verdict.next_token
@@ -207,7 +220,7 @@ def _tree_verifier_samples(verifier: Verifier, n: int) -> tuple[torch.Tensor, to
     deterministic top-3: point masses, ``probs=None``), each with a child of its own."""
     g = torch.Generator().manual_seed(7)
     p_logits = torch.randn(7, V, generator=g) * 1.5
-    sampler = Sampler(SamplingConfig(temperature=1.0, seed=0))
+    sampler = _rejection(SamplingConfig(temperature=1.0, seed=0))
     p0 = sampler.probs(p_logits)[0]
     siblings = p0.argsort(descending=True)[[1, 0, 3]].tolist()  # likely tokens, odd order
     tree = DraftTree.build(0, [*siblings, 5, 6, 7], [0, 0, 0, 1, 2, 3])
@@ -281,6 +294,14 @@ TREES = {
 }
 
 
+@pytest.fixture
+def rejection(monkeypatch):  # type: ignore[no-untyped-def]
+    """Seeded requests verified by rejection sampling, as unseeded ones are (the seed then
+    only makes the test repeat): what the rejection verifier does is held here; coupled
+    sampling (a seeded request's) has tests of its own below."""
+    monkeypatch.setattr(sampling_module, "coupled", lambda config: False)
+
+
 def _speculative_counts(  # type: ignore[no-untyped-def]
     artifacts,
     verifier: Verifier,
@@ -292,9 +313,12 @@ def _speculative_counts(  # type: ignore[no-untyped-def]
     target, draft = pair_programs(artifacts.small_draft(), "pte")
     kv = "scratch-commit" if tree == "D2xBF2" else "position-overwrite"
     drafter = Eagle3DraftRunner(draft)
-    if combined:
+    shape = TREES[tree]()
+    policy = ChainShape(shape) if isinstance(shape, int) else shape
+    if combined:  # the shape weighed against the lookup's offers, as --tree sets it up
         drafter = CombinedDraftRunner(drafter, PromptLookupDraftRunner(V))
-    _, spec = runners(target, drafter, TREES[tree](), kv, verifier)
+        policy = Dispatcher([policy], target.metadata.verify_widths, decode=False, lookup=True)
+    _, spec = runners(target, drafter, policy, kv, verifier)
     c2, c3 = torch.zeros(V), torch.zeros(V)
     accepted = looked_up = 0
     for seed in range(n):
@@ -311,14 +335,18 @@ def _speculative_counts(  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("tree", list(TREES))
-def test_speculative_sampling_matches_target_distribution(artifacts, exact_marginals, tree) -> None:  # type: ignore[no-untyped-def]
+def test_speculative_sampling_matches_target_distribution(
+    artifacts, rejection, exact_marginals, tree
+) -> None:  # type: ignore[no-untyped-def]
     p2, p3 = exact_marginals
     c2, c3 = _speculative_counts(artifacts, Verifier(), SAMPLES, tree)
     assert chi_square_pvalue(c2, p2) > ALPHA
     assert chi_square_pvalue(c3, p3) > ALPHA
 
 
-def test_combined_drafter_sampling_matches_target_distribution(artifacts, exact_marginals) -> None:  # type: ignore[no-untyped-def]
+def test_combined_drafter_sampling_matches_target_distribution(
+    artifacts, rejection, exact_marginals
+) -> None:  # type: ignore[no-untyped-def]
     """Steps drafted by prompt lookup (point masses) and by EAGLE-3 (its distribution),
     chosen from what earlier steps of the request taught: still the target's distribution."""
     p2, p3 = exact_marginals
@@ -329,7 +357,7 @@ def test_combined_drafter_sampling_matches_target_distribution(artifacts, exact_
 
 @pytest.mark.parametrize("combined", [False, True], ids=["eagle3", "combined"])
 def test_speculative_sampling_with_top_p_matches_target_distribution(  # type: ignore[no-untyped-def]
-    artifacts, top_p_marginals, combined: bool
+    artifacts, rejection, top_p_marginals, combined: bool
 ) -> None:
     """Top-p truncates the target's p and the draft's q alike (the real-model figures sample
     at top-p 0.95): the emitted tokens still follow the truncated target distribution."""
@@ -343,10 +371,41 @@ def test_speculative_sampling_with_top_p_matches_target_distribution(  # type: i
 
 
 @pytest.mark.parametrize("tree", list(TREES))
-def test_wrong_correction_fails_end_to_end(artifacts, exact_marginals, tree) -> None:  # type: ignore[no-untyped-def]
+def test_wrong_correction_fails_end_to_end(artifacts, rejection, exact_marginals, tree) -> None:  # type: ignore[no-untyped-def]
     p2, _ = exact_marginals
     c2, _ = _speculative_counts(artifacts, WrongCorrection(), 5_000, tree)
     assert chi_square_pvalue(c2, p2) < ALPHA
+
+
+@pytest.mark.parametrize("tree", ["chain2", "dynamic"])
+def test_coupled_sampling_matches_target_distribution(artifacts, exact_marginals, tree) -> None:  # type: ignore[no-untyped-def]
+    """A seeded request samples by coupling: over seeds, the emitted tokens follow the
+    target's distribution (each seed's text is target-only's, test below)."""
+    p2, p3 = exact_marginals
+    c2, c3 = _speculative_counts(artifacts, Verifier(), SAMPLES // 4, tree, combined=True)
+    assert chi_square_pvalue(c2, p2) > ALPHA
+    assert chi_square_pvalue(c3, p3) > ALPHA
+
+
+@pytest.mark.parametrize("kv", ["position-overwrite", "scratch-commit"])
+@pytest.mark.parametrize("tree", ["chain", "static", "dynamic", "auto"])
+def test_coupled_sampling_gives_target_only_text(artifacts, tree: str, kv: str) -> None:  # type: ignore[no-untyped-def]
+    """Drafter-invariant sampling: for every seed, the speculative text in every tree mode
+    and KV strategy, with the draft and prompt lookup combined, is target-only decoding's
+    text for that seed, token for token."""
+    target, draft = pair_programs(artifacts.small_draft(), "pte")
+    combined = CombinedDraftRunner(Eagle3DraftRunner(draft), PromptLookupDraftRunner(V))
+    policy = tree_policy(TreeSettings(tree), target.metadata, combined)
+    base, spec = runners(target, combined, policy, kv)
+    looked_up = 0
+    for seed in range(12):
+        cfg = SamplingConfig(0.9, top_p=0.95, seed=seed)
+        prompt = [1, 5, 3, 7, 1, 5, 3][: 3 + seed % 5]
+        want = base.generate(prompt, 40, cfg, ignore_eos=True).token_ids
+        got = spec.generate(prompt, 40, cfg, ignore_eos=True)
+        assert got.token_ids == want, seed
+        looked_up += got.stats.shape_steps.get(LOOKUP_LABEL, 0)
+    assert looked_up > 0
 
 
 def test_target_only_sampling_matches_target_distribution(artifacts, exact_marginals) -> None:  # type: ignore[no-untyped-def]

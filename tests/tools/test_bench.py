@@ -312,9 +312,11 @@ def test_cli_bench_traces_schema(artifacts, tmp_path: Path) -> None:  # type: ig
         )
         assert line["token_ids"] == rec["token_ids"] and "steps" not in rec
         steps = line["steps"]
-        assert len(steps) == rec["verify_calls"]  # target-only: no verify steps
+        # target-only: no steps; a speculative one's steps are its verifies and its plain
+        # decodes (the budget's last token).
+        assert len(steps) == rec["verify_calls"] + rec.get("shape_steps", {}).get("none", 0)
         if steps:
-            assert {s["shape"] for s in steps} == {"chain3"}
+            assert {s["shape"] for s in steps} - {"none"} == {"chain3"}
             assert sum(s["accepted"] for s in steps) == rec["accepted_tokens"]
             assert all(
                 set(s) == {"shape", "proposed", "height", "accepted", "seconds", "stage_s"}
@@ -884,3 +886,43 @@ def test_results_table_gives_the_mean_acceptance_of_sampled_draws(tmp_path: Path
         "0.531 (0.500-0.562)",
     ]
     assert rows[2].split(" | ")[6] == "-"
+
+
+def test_task_prompt_sets_are_what_chat_users_send() -> None:
+    from etspec.tools.prompts import load_prompts
+    from etspec.tools.task_prompts import TASK_SETS
+
+    assert list(TASK_SETS) == ["translate", "summarize", "qa", "math", "rag", "mtbench"]
+    tasks = load_prompts("tasks")
+    assert [p.id for p in tasks] == [f"{k}/{i}" for k in TASK_SETS for i in range(6)]
+    assert len({p.text for p in tasks}) == 36
+    assert [p.text for p in load_prompts("rag")] == list(TASK_SETS["rag"])
+    assert all("Passage: " in p.text for p in load_prompts("rag"))
+    assert all(p.text.startswith("Article: ") for p in load_prompts("summarize"))
+
+
+def test_cli_bench_runs_draft_methods_side_by_side_past_eos(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """--draft-methods: each method over every tree in one run, the draft file going to the
+    methods that read one; --ignore-eos: every answer runs to --max-new-tokens (sampled
+    speed compares as many tokens)."""
+    pair = artifacts.small_draft()
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt_ids": [3, 1, 4, 1, 5, 3, 1]}\n{"prompt_ids": [9, 2, 6]}\n')
+    out = tmp_path / "bench.json"
+    res = CliRunner().invoke(
+        main,
+        ["bench", "--target", str(pair.target.pte), "--draft", str(pair.pte), "--prompts",
+         str(prompts), "--draft-methods", "prompt-lookup,eagle3,combined", "--trees",
+         "auto,chain2", "--max-new-tokens", "20", "--ignore-eos", "--temperature", "0.9",
+         "--seed", "4", "--json", str(out)],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    records = json.loads(out.read_text())["records"]
+    methods = ("prompt-lookup", "eagle3", "combined")
+    assert set(records) == {BASELINE, *(f"{m} {t}" for m in methods for t in ("auto", "chain2"))}
+    for name, recs in records.items():
+        assert [r["generated_tokens"] for r in recs] == [20, 20], name
+        # Seeded: every system samples by coupling, so each gives target-only's text.
+        assert [r["token_ids"] for r in recs] == [r["token_ids"] for r in records[BASELINE]]
+    assert records["prompt-lookup auto"][0]["shape_steps"].get("lookup", 0) > 0
+    assert "chain2" in records["eagle3 chain2"][0]["shape_steps"]

@@ -43,16 +43,22 @@ class OutsidePeer(ABC):
         sampling: SamplingConfig | None = None,
         *,
         trace: bool = False,
+        ignore_eos: bool = False,
     ) -> GenerationResult:
         """One generation from etspec's prompt ids (``trace`` is accepted for the harness's
         sake: a peer reports no speculative steps)."""
-        return self.run(self.encode(prompt), max_new_tokens, sampling or SamplingConfig())
+        ids = self.encode(prompt)
+        return self.run(ids, max_new_tokens, sampling or SamplingConfig(), ignore_eos)
 
     @abstractmethod
     def run(
-        self, ids: list[int], max_new_tokens: int, sampling: SamplingConfig
+        self,
+        ids: list[int],
+        max_new_tokens: int,
+        sampling: SamplingConfig,
+        ignore_eos: bool = False,
     ) -> GenerationResult:
-        """Generate after ``ids``."""
+        """Generate after ``ids`` (past EOS with ``ignore_eos``, to ``max_new_tokens``)."""
 
     def result(self, new: list[int], stats: GenerationStats) -> GenerationResult:
         """The result of new tokens ``new``: text by the target's tokenizer, stop reason by

@@ -96,10 +96,14 @@ class CppRunner(OutsidePeer):
         return cmd
 
     @staticmethod
-    def request(ids: Sequence[int], max_new_tokens: int, sampling: SamplingConfig) -> dict:  # type: ignore[type-arg]
+    def request(
+        ids: Sequence[int], max_new_tokens: int, sampling: SamplingConfig, ignore_eos: bool = False
+    ) -> dict:  # type: ignore[type-arg]
         """One generation's request line (contract.SERVE_FIELDS)."""
         f = SERVE_FIELDS
         req: dict = {f["PromptIds"]: list(ids), f["MaxNewTokens"]: max_new_tokens}  # type: ignore[type-arg]
+        if ignore_eos:
+            req[f["IgnoreEos"]] = True
         if sampling.temperature > 0:
             req[f["Temperature"]] = sampling.temperature
             req[f["TopK"]], req[f["TopP"]] = sampling.top_k, sampling.top_p
@@ -120,13 +124,18 @@ class CppRunner(OutsidePeer):
         return EtspecError(f"the C++ runner failed: {why}")
 
     def run(
-        self, ids: list[int], max_new_tokens: int, sampling: SamplingConfig
+        self,
+        ids: list[int],
+        max_new_tokens: int,
+        sampling: SamplingConfig,
+        ignore_eos: bool = False,
     ) -> GenerationResult:
         """One generation by the serving binary (it reports totals, not per-step traces)."""
         proc = self._process()
         assert proc.stdin is not None and proc.stdout is not None
+        request = self.request(ids, max_new_tokens, sampling, ignore_eos)
         try:
-            proc.stdin.write(json.dumps(self.request(ids, max_new_tokens, sampling)) + "\n")
+            proc.stdin.write(json.dumps(request) + "\n")
             proc.stdin.flush()
             line = proc.stdout.readline()
         except BrokenPipeError:

@@ -89,7 +89,11 @@ class LlamaCppPeer(OutsidePeer):
         self.llm.close()
 
     def run(
-        self, ids: list[int], max_new_tokens: int, sampling: SamplingConfig
+        self,
+        ids: list[int],
+        max_new_tokens: int,
+        sampling: SamplingConfig,
+        ignore_eos: bool = False,
     ) -> GenerationResult:
         """One generation by llama.cpp."""
         room = self.meta.max_context - len(ids)
@@ -98,7 +102,7 @@ class LlamaCppPeer(OutsidePeer):
                 f"prompt of {len(ids)} tokens leaves no room in the {self.meta.max_context}-"
                 "token context"
             )
-        eos = set(self.meta.eos_token_ids)
+        eos = set() if ignore_eos else set(self.meta.eos_token_ids)
         if sampling.greedy:
             kw: dict[str, Any] = {"top_k": 1, "top_p": 1.0, "min_p": 0.0, "temp": 0.0}
         else:

@@ -75,7 +75,11 @@ class TransformersPeer(OutsidePeer):
         self._streamer = _first_token_streamer()
 
     def run(
-        self, ids: list[int], max_new_tokens: int, sampling: SamplingConfig
+        self,
+        ids: list[int],
+        max_new_tokens: int,
+        sampling: SamplingConfig,
+        ignore_eos: bool = False,
     ) -> GenerationResult:
         """One generation through ``transformers``."""
         eos = list(self.meta.eos_token_ids)
@@ -84,6 +88,8 @@ class TransformersPeer(OutsidePeer):
             "eos_token_id": eos or None,
             "pad_token_id": eos[0] if eos else 0,
         }
+        if ignore_eos:
+            kw["min_new_tokens"] = max_new_tokens
         if sampling.temperature > 0:
             kw.update(do_sample=True, temperature=sampling.temperature, top_k=0, top_p=1.0)
             if sampling.top_k:

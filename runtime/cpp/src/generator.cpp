@@ -20,8 +20,8 @@ void TextTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
                           {longs(tok), longs(pos), floats(mask, 1, width)}, band);
     }
     ++ctx.stats.decode_calls;
-    token = ctx.sampler.pick(out[0].data.data(), meta.vocab_size);
-    ++position;
+    ++position;  // the index of the token picked now
+    token = ctx.sampler.pick(out[0].data.data(), meta.vocab_size, position);
     if (!sink.emit({token})) break;
   }
 }

@@ -12,7 +12,8 @@
 // target carries no tokenizer this runtime reads), then a summary line on stderr; with
 // --json prints one object per generation instead: token_ids, text, stop_reason and stats
 // with the Python runtime's field names. --num-samples N generates N times from the same
-// prompt with one random stream (independent samples; with --seed, the same N every run).
+// prompt, independent samples: one random stream, or with --seed S sample i seeded S + i
+// (the same N every run).
 // --serve answers JSON requests from stdin on one load (serve_requests below).
 // A user error prints "error: ..." on one line and exits 1 (2 for bad arguments).
 #include <cerrno>
@@ -429,7 +430,7 @@ int run(int argc, char** argv) {
   }
   load.check(opt.count("--draft") > 0);
   etspec::Sampler sampler(sampling);  // checks the settings before anything loads
-  config.sampler = &sampler;          // --num-samples: one random stream across the samples
+  config.sampler = &sampler;  // --num-samples, unseeded: one random stream across the samples
   int64_t samples = 1;
   if (opt.count("--num-samples")) {
     samples = number<int64_t>("--num-samples", opt["--num-samples"]);
@@ -457,7 +458,14 @@ int run(int argc, char** argv) {
     };
   }
   const auto ids = runner->encode(*prompt);  // once, not per sample
+  const uint64_t seed = sampling.seed;
   for (int64_t i = 0; i < samples; ++i) {
+    if (sampling.seeded) {
+      // A seeded request samples by coupling (sampler.h): the seed fixes every token, so
+      // sample i is seeded seed + i (independent samples, the same N on every run).
+      sampling.seed = seed + static_cast<uint64_t>(i);
+      config.sampler = nullptr;
+    }
     report(runner->generate(ids, config, on_text, nullptr, on_tokens), json);
   }
   return 0;

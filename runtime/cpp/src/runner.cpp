@@ -74,7 +74,7 @@ std::unique_ptr<Runner> Runner::load(const std::string& target, const std::strin
   std::unique_ptr<TokenGenerator> generator;
   if (!draft.empty() || !method.draft_program) {  // EAGLE-3 speculates only with a draft
     auto drafter = method.make(*t, d.get(), options.draft);
-    auto policy = options.tree.policy(t->meta, drafter->branching());
+    auto policy = options.tree.policy(t->meta, *drafter);
     generator = std::make_unique<SpeculativeTokenGenerator>(std::move(drafter), t->meta,
                                                             std::move(policy), options.kv_strategy);
   }
@@ -192,7 +192,7 @@ Result Runner::generate_ids(const std::vector<int64_t>& prompt, const Generation
     pre = prefill_target(*target_, prompt);
   }
   stats.prefill_calls += pre.calls;
-  const int64_t first = sampler.pick(pre.logits.data(), meta.vocab_size);
+  const int64_t first = sampler.pick(pre.logits.data(), meta.vocab_size, n);
   const bool more = sink.emit({first});
   stats.ttft_s = seconds_since(t0);
   if (more) {

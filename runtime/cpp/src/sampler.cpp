@@ -206,6 +206,20 @@ int64_t TokenDist::draw(double u) const {
   return last;  // rounding left u past the end: the last token with mass
 }
 
+int64_t TokenDist::race(uint64_t key, int64_t index) const {
+  const uint64_t base = contract::coupling_base(key, index);
+  int64_t best = -1;
+  double first = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const double clock = -std::log(contract::coupling_uniform(base, ids[i])) / probs[i];
+    if (best < 0 || clock < first || (clock == first && ids[i] < best)) {
+      best = ids[i];
+      first = clock;
+    }
+  }
+  return best;
+}
+
 void TokenDist::rename(const std::vector<int64_t>& names) {
   for (auto& id : ids) id = names[id];
 }
@@ -356,9 +370,9 @@ void Sampler::top_p(TokenDist& dist, double total) {
 
 double Sampler::uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
 
-int64_t Sampler::pick(const float* logits, int64_t n) {
+int64_t Sampler::pick(const float* logits, int64_t n, int64_t index) {
   if (greedy()) return argmax(logits, n);
-  return draw(dist(logits, n));
+  return draw(dist(logits, n), index);
 }
 
 }  // namespace etspec

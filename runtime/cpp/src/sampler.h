@@ -42,6 +42,9 @@ struct TokenDist {
   bool without(int64_t token, TokenDist& out) const;
   // The token at quantile u in [0, 1) of the cumulative distribution.
   int64_t draw(double u) const;
+  // The token whose exponential clock -ln u / p rings first for `key` at sequence `index`
+  // (contract::coupling_uniform; runtime/sampling.py TokenDist.race): ties go to the lower id.
+  int64_t race(uint64_t key, int64_t index) const;
   // Each id i renamed names[i] (draft ids -> target ids).
   void rename(const std::vector<int64_t>& names);
 };
@@ -51,14 +54,23 @@ class Sampler {
   explicit Sampler(const SamplingConfig& config);
   bool greedy() const { return config_.greedy(); }
   bool seeded() const { return config_.seeded; }
+  // A seeded request samples by coupling (TokenDist::race): the token at each sequence index
+  // follows from the seed, the index and the distribution alone, so speculation gives
+  // target-only's text for the seed whatever it proposed (runtime/sampling.py Sampler).
+  bool coupled() const { return config_.seeded; }
   // The distribution of n logits after temperature, top-k and top-p, refusing a row
   // nothing can be drawn from (a NaN or infinite logit, or none finite) with the Python
   // runtime's message.
   TokenDist dist(const float* logits, int64_t n);
-  int64_t draw(const TokenDist& dist) { return dist.draw(uniform()); }
+  // A token from `dist` for sequence position `index` (the prompt's first token is 0):
+  // raced when coupled, else the generator's next draw.
+  int64_t draw(const TokenDist& dist, int64_t index) {
+    return coupled() ? dist.race(config_.seed, index) : dist.draw(uniform());
+  }
   double uniform();
-  // The next token from raw logits: argmax when greedy (first maximum), else a draw.
-  int64_t pick(const float* logits, int64_t n);
+  // The token at sequence `index` from raw logits: argmax when greedy (first maximum), else
+  // a draw.
+  int64_t pick(const float* logits, int64_t n, int64_t index);
 
  private:
   void top_p(TokenDist& dist, double total);

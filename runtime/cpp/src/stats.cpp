@@ -6,6 +6,8 @@
 
 namespace etspec {
 
+void Stats::record_decode() { ++shape_steps[contract::kNoDraftShape]; }
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

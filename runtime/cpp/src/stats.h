@@ -39,6 +39,8 @@ struct Stats {
     return generated_tokens > 1 && decode_s() > 0 ? (generated_tokens - 1) / decode_s() : 0.0;
   }
   // One verify that checked `proposed` draft tokens in a tree `height` levels deep.
+  // One step of a speculative generator that proposed nothing (a plain decode).
+  void record_decode();
   void record_verify(int64_t proposed, int64_t accepted, int64_t height,
                      const std::string& shape);
   std::string to_json() const;

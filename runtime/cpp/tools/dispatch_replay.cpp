@@ -1,13 +1,15 @@
-// etspec_dispatch_replay: --tree auto's dispatcher (speculative/dispatcher.h) on recorded
-// costs and a recorded acceptance sequence, for tests that hold its choices to the Python
-// dispatcher's. Step i runs the chosen shape, accepts min(depths[i], its height) tokens and
-// takes costs.predict(what it ran) * (1 + noise[i]) seconds.
+// etspec_dispatch_replay: the dispatcher (speculative/dispatcher.h) on recorded costs and a
+// recorded sequence of steps, for tests that hold its choices to the Python dispatcher's.
+// Step i offers `offers[i]` lookup tokens found by `evidence[i]` (0: no offer), runs what
+// the dispatcher chooses, accepts min(depths[i], its height) tokens, and its calls take
+// the recorded costs times (1 + noise[i]); a second request begins halfway
+// (tests/runtime/cpp/test_cpp_dispatcher.py).
 //   etspec_dispatch_replay REQUEST.json
-//   request {"verify_width", "verify_widths", "branching", "costs": {"verify_s": {W: s},
-//            "draft_step_s", "draft_extend_s", "step_width", "decode_s"}, "depths": [...],
-//            "noise": [...], "offers": [...] (optional: tokens the drafter offered),
-//            "evidence": [...] (optional: each offer's Proposal::evidence; "" for none)}
-//   answer  {"candidates": [name...], "chosen": [name per step], "estimates": {name: tok/s}}
+//   request {"verify_width", "verify_widths", "branching", "model", "decode", "lookup",
+//            "costs": {"verify_s": {W: s}, "draft_s", "step_width", "decode_s"},
+//            "depths": [...], "noise": [...], "offers": [...], "evidence": [...]}
+//   answer  {"candidates": [name...], "chosen": [name or lookupM per step],
+//            "estimates": {name: tok/s}}
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -32,42 +34,61 @@ int main(int argc, char** argv) {
     etspec::StepCosts costs;
     const auto& c = req.at("costs");
     for (const auto& [w, s] : c.at("verify_s").items()) costs.verify_s[std::stoll(w)] = s;
-    costs.draft_step_s = c.at("draft_step_s");
-    costs.draft_extend_s = c.at("draft_extend_s");
+    costs.draft_s = c.at("draft_s");
     costs.step_width = c.at("step_width");
-    costs.decode_s = c.value("decode_s", 0.0);
-    etspec::AutoTree policy(etspec::auto_candidates(meta, req.at("branching")),
-                            meta.verify_widths);
+    costs.decode_s = c.at("decode_s");
+    std::vector<std::unique_ptr<etspec::TreeShape>> shapes;
+    if (req.at("model").get<bool>()) shapes = etspec::auto_candidates(meta, req.at("branching"));
+    etspec::Dispatcher policy(std::move(shapes), meta.verify_widths, req.at("decode"),
+                              req.at("lookup"));
     policy.use_costs(costs);
     const auto depths = req.at("depths").get<std::vector<int64_t>>();
     const auto noise = req.at("noise").get<std::vector<double>>();
-    // Optional: how many tokens the drafter offered at each step (prompt lookup's match);
-    // without it every step drafts its shape's full height.
-    const auto offers = req.value("offers", std::vector<int64_t>(depths.size(), 1 << 20));
-    // Optional: what each offer was found by; a step with evidence is cut by trim().
-    const auto evidence =
-        req.value("evidence", std::vector<std::string>(depths.size(), std::string()));
+    const auto offers = req.at("offers").get<std::vector<int64_t>>();
+    const auto evidence = req.at("evidence").get<std::vector<std::string>>();
+    const auto width_for = [&](int64_t rows) {
+      for (int64_t w : meta.verify_widths) {
+        if (w >= rows) return w;
+      }
+      return meta.verify_widths.back();
+    };
     nlohmann::json answer = {{"candidates", nlohmann::json::array()},
                              {"chosen", nlohmann::json::array()},
                              {"estimates", nlohmann::json::object()}};
     for (size_t i = 0; i < depths.size(); ++i) {
-      const etspec::TreeShape& shape = policy.choose();
-      int64_t height = std::min(offers[i], shape.max_height), allowed = shape.max_height;
-      if (!evidence[i].empty() && height > 0) {
-        const int64_t keep = policy.trim(shape, height, evidence[i]);
-        if (keep < height) height = allowed = keep;
+      if (i == depths.size() / 2) policy.begin();  // a second request
+      std::optional<etspec::Offer> offer;
+      if (offers[i] > 0) offer = etspec::Offer{std::vector<int64_t>(offers[i], 0), evidence[i]};
+      const etspec::Choice choice = policy.choose(offer ? &*offer : nullptr, 1 << 20);
+      const double slow = 1 + noise[i];
+      etspec::StepOutcome step;
+      std::string name;
+      if (choice.decodes()) {
+        step.target_s = costs.decode_s * slow;
+        step.rows = 1;
+        step.seconds = step.target_s + 0.0002 * slow;
+        name = choice.shape->name;
+      } else if (choice.lookup) {
+        step.height = step.allowed = choice.lookup;
+        step.accepted = std::min(depths[i], choice.lookup);
+        step.rows = width_for(choice.lookup + 1);
+        step.target_s = costs.verify_s.at(step.rows) * slow;
+        step.seconds = step.target_s + 0.0003 * slow;
+        step.evidence = evidence[i];
+        name = "lookup" + std::to_string(choice.lookup);
+      } else {
+        const etspec::TreeShape& shape = *choice.shape;
+        step.height = step.allowed = shape.max_height;
+        step.accepted = std::min(depths[i], shape.max_height);
+        step.rows = width_for(shape.max_nodes + 1);
+        step.target_s = costs.verify_s.at(step.rows) * slow;
+        step.draft_calls = 1 + shape.levels;
+        step.draft_s = step.draft_calls * costs.draft_s * slow;
+        step.seconds = step.target_s + step.draft_s + 0.0004 * slow;
+        name = shape.name;
       }
-      // A chain costs what it drafted: a short offer verifies a narrower tree.
-      const bool chain = dynamic_cast<const etspec::ChainShape*>(&shape) != nullptr;
-      const double seconds = (chain ? costs.predict_chain(height, meta.verify_widths)
-                                    : costs.predict(shape, meta.verify_widths)) *
-                             (1 + noise[i]);
-      policy.observe(shape, {height, std::min(depths[i], height), seconds, allowed, true,
-                             evidence[i]});
-      // With evidence, the chosen shape and how far it was cut.
-      answer["chosen"].push_back(evidence[i].empty()
-                                     ? shape.name
-                                     : shape.name + "/" + std::to_string(height));
+      policy.observe(choice, step);
+      answer["chosen"].push_back(name);
     }
     for (const etspec::TreeShape* s : policy.candidates()) {
       answer["candidates"].push_back(s->name);

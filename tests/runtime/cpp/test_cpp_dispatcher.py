@@ -1,6 +1,7 @@
-"""--tree auto's dispatcher in C++ (speculative/dispatcher.cpp) against the Python one
-(runtime/speculative/dispatcher.py): the same candidates and, on the same recorded costs and
-acceptance sequence, the same shape at every step (and the same estimates at the end)."""
+"""The dispatcher in C++ (speculative/dispatcher.cpp) against the Python one
+(runtime/speculative/dispatcher.py): the same candidates and, on the same recorded costs,
+offers and acceptance sequence, the same choice at every step (and the same estimates at the
+end)."""
 
 from __future__ import annotations
 
@@ -12,101 +13,121 @@ from types import SimpleNamespace
 
 import pytest
 
-from etspec.runtime.speculative.dispatcher import AutoTree
+from etspec.runtime.speculative.dispatcher import Dispatcher
 from etspec.runtime.speculative.settings import auto_candidates
-from etspec.runtime.speculative.shapes import ChainShape, chain_cost
-from etspec.runtime.speculative.step import StepCosts, StepOutcome
+from etspec.runtime.speculative.step import Offer, StepCosts, StepOutcome
+
+
+def _width(widths: list[int], rows: int) -> int:
+    return next((w for w in widths if w >= rows), widths[-1])
 
 
 def _python(req: dict) -> dict:  # type: ignore[type-arg]
     """The replay of runtime/cpp/tools/dispatch_replay.cpp, on the Python dispatcher."""
+    widths = req["verify_widths"]
     meta = SimpleNamespace(
-        verify_width=req["verify_width"], verify_widths=tuple(req["verify_widths"]), dtype="fp32"
+        verify_width=req["verify_width"], verify_widths=tuple(widths), dtype="fp32"
     )
     c = req["costs"]
-    costs = StepCosts({int(w): s for w, s in c["verify_s"].items()}, c["draft_step_s"],
-                      c["draft_extend_s"], c["step_width"], c["decode_s"])  # fmt: skip
-    policy = AutoTree(auto_candidates(meta, req["branching"]), meta.verify_widths)  # type: ignore[arg-type]
+    costs = StepCosts({int(w): s for w, s in c["verify_s"].items()}, c["draft_s"],
+                      c["step_width"], c["decode_s"])  # fmt: skip
+    shapes = auto_candidates(meta, req["branching"]) if req["model"] else []  # type: ignore[arg-type]
+    policy = Dispatcher(shapes, meta.verify_widths, decode=req["decode"], lookup=req["lookup"])
     policy.use_costs(costs)
     chosen = []
-    steps = len(req["depths"])
-    offers = req.get("offers", [1 << 20] * steps)
-    evidence = req.get("evidence", [""] * steps)
-    for depth, noise, offer, found in zip(
-        req["depths"], req["noise"], offers, evidence, strict=True
+    for i, (depth, noise, offered, found) in enumerate(
+        zip(req["depths"], req["noise"], req["offers"], req["evidence"], strict=True)
     ):
-        shape = policy.choose()
-        height, allowed = min(offer, shape.cost.max_height), shape.cost.max_height
-        if found and height:
-            keep = policy.trim(shape, height, found)
-            if keep < height:
-                height = allowed = keep
-        ran = chain_cost(height) if isinstance(shape, ChainShape) else shape.cost
-        seconds = costs.predict(ran, meta.verify_widths) * (1 + noise)
-        policy.observe(
-            shape, StepOutcome(height, min(depth, height), seconds, allowed, True, found or None)
-        )
-        chosen.append(shape.name + (f"/{height}" if found else ""))
-    names = [s.name for s in policy.shapes]
+        if i == len(req["depths"]) // 2:
+            policy.begin()  # a second request
+        offer = Offer([0] * offered, found) if offered else None
+        choice = policy.choose(offer, 1 << 20)
+        slow = 1 + noise
+        if choice.decodes:
+            target_s = costs.decode_s * slow
+            step = StepOutcome(0, 0, target_s + 0.0002 * slow, target_s=target_s, rows=1)
+            name = choice.shape.name
+        elif choice.lookup:
+            m = choice.lookup
+            rows = _width(widths, m + 1)
+            target_s = costs.verify_s[rows] * slow
+            step = StepOutcome(m, min(depth, m), target_s + 0.0003 * slow, m, found, target_s, rows)
+            name = f"lookup{m}"
+        else:
+            cost = choice.shape.cost
+            rows = _width(widths, cost.max_nodes + 1)
+            target_s = costs.verify_s[rows] * slow
+            calls = 1 + cost.levels
+            draft_s = calls * costs.draft_s * slow
+            step = StepOutcome(
+                cost.max_height, min(depth, cost.max_height),
+                target_s + draft_s + 0.0004 * slow, cost.max_height, None,
+                target_s, rows, draft_s, calls,
+            )  # fmt: skip
+            name = choice.shape.name
+        policy.observe(choice, step)
+        chosen.append(name)
+    names = [s.name for s in policy.candidates()]
     return {"candidates": names, "chosen": chosen,
-            "estimates": {s.name: policy.estimate(s) for s in policy.shapes}}  # fmt: skip
+            "estimates": {s.name: policy.estimate(s) for s in policy.candidates()}}  # fmt: skip
 
 
 def _scenario(  # type: ignore[type-arg]
-    seed: int, accept: float, widths: list[int], branching: bool, lookup: str = ""
+    seed: int, accept: float, widths: list[int], branching: bool, lookup: bool, model: bool = True
 ) -> dict:
     """Recorded costs of the bundled pair's kind (verify cost growing with width, a draft
-    step a quarter of a verify) and `accept`-geometric accepted depths, with timing noise.
-    ``lookup``: prompt lookup's matches of 0-8 tokens (``"offers"``), found by 1-3-grams
-    that accept `accept` ** (3 / n) per depth (``"evidence"``)."""
+    call a third of a decode) and `accept`-geometric accepted depths, with timing noise.
+    ``lookup``: prompt lookup's matches of 0-8 tokens found by 1-3-grams that accept
+    `accept` ** (3 / n) per depth."""
     rng = random.Random(seed)
-    depths, evidence = [], []
+    depths, evidence, offers = [], [], []
     for _ in range(300):
         n = rng.choice((1, 1, 2, 3))
-        p = accept ** (3 / n) if lookup == "evidence" else accept
+        offered = rng.choice((0, 1, 2, 2, 3, 5, 8)) if lookup else 0
+        p = accept ** (3 / n) if offered else accept
         d = 0
         while rng.random() < p and d < 20:
             d += 1
         depths.append(d)
-        evidence.append(f"ngram{n}")
-    extra = {}
-    if lookup:
-        extra["offers"] = [rng.choice((0, 1, 2, 2, 3, 5, 8)) for _ in depths]
-    if lookup == "evidence":
-        extra["evidence"] = [e if o else "" for e, o in zip(evidence, extra["offers"], strict=True)]
+        offers.append(offered)
+        evidence.append(f"ngram{n}" if offered else "")
     return {
         "verify_width": widths[-1],
         "verify_widths": widths,
         "branching": branching,
+        "model": model,
+        "decode": True,
+        "lookup": lookup,
         "costs": {
             "verify_s": {str(w): 0.002 + 0.0001 * w for w in widths},
-            "draft_step_s": 0.0006,
-            "draft_extend_s": 0.0007,
+            "draft_s": 0.0006,
             "step_width": 4,
             "decode_s": 0.0018,
         },
         "depths": depths,
         "noise": [rng.uniform(-0.2, 0.6) for _ in depths],
-    } | extra
+        "offers": offers,
+        "evidence": evidence,
+    }
 
 
 @pytest.mark.parametrize(
-    ("seed", "accept", "widths", "branching", "lookup"),
+    ("seed", "accept", "widths", "branching", "lookup", "model"),
     [
-        (0, 0.8, [4, 8, 16], True, ""),
-        (1, 0.5, [4, 8, 16], True, ""),
-        (2, 0.75, [4, 8], False, ""),
-        (3, 0.3, [8, 16, 72], True, ""),
-        (4, 0.7, [4], True, ""),
-        (5, 0.05, [4, 8, 16], False, ""),  # a draft that rarely agrees: drafting nothing wins
-        (6, 0.5, [4, 8, 16], False, "offers"),  # prompt lookup: matches of 0-8 tokens
-        (7, 0.5, [4, 8, 16], False, "evidence"),  # ... cut by their n-gram's acceptance
+        (0, 0.8, [4, 8, 16], True, False, True),
+        (1, 0.5, [4, 8, 16], True, False, True),
+        (2, 0.75, [4, 8], False, False, True),
+        (3, 0.3, [8, 16, 72], True, False, True),
+        (4, 0.7, [4], True, False, True),
+        (5, 0.05, [4, 8, 16], False, False, True),  # a draft that rarely agrees: decode wins
+        (6, 0.5, [4, 8, 16], False, True, False),  # prompt lookup alone
+        (7, 0.6, [4, 8, 16], False, True, True),  # the model and prompt lookup combined
     ],
 )
 def test_cpp_dispatcher_chooses_as_python(  # type: ignore[no-untyped-def]
-    runner_bin: Path, tmp_path: Path, seed, accept, widths, branching, lookup
+    runner_bin: Path, tmp_path: Path, seed, accept, widths, branching, lookup, model
 ) -> None:
-    req = _scenario(seed, accept, widths, branching, lookup)
+    req = _scenario(seed, accept, widths, branching, lookup, model)
     (tmp_path / "req.json").write_text(json.dumps(req))
     tool = runner_bin.parent / "etspec_dispatch_replay"
     res = subprocess.run([str(tool), str(tmp_path / "req.json")], capture_output=True, text=True)
@@ -114,6 +135,6 @@ def test_cpp_dispatcher_chooses_as_python(  # type: ignore[no-untyped-def]
     got, want = json.loads(res.stdout), _python(req)
     assert got["candidates"] == want["candidates"]
     assert got["chosen"] == want["chosen"]
-    assert len(set(got["chosen"])) > 1  # the replay exercises the choice, not one shape
+    assert len(set(got["chosen"])) > 1  # the replay exercises the choice, not one way
     for name, rate in want["estimates"].items():
         assert got["estimates"][name] == pytest.approx(rate, rel=1e-12), name

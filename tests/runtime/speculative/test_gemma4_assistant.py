@@ -122,7 +122,7 @@ def test_auto_tree_times_the_assistant(pair: Pair) -> None:
 
     target = pair.program("pte")
     costs = measure_costs(target, Gemma4AssistantDraftRunner(target))
-    assert costs.step_width == 4 and costs.draft_step_s > 0 and costs.draft_extend_s > 0
+    assert costs.step_width == 4 and costs.draft_s > 0
     spec = RunnerSpec(pair.pte, None, "gemma4-assistant", tree=TreeSettings("auto"))
     base, auto = load_runners(spec)
     assert auto is not None

@@ -9,12 +9,34 @@
 
 namespace etspec {
 
-double StepCosts::predict(const TreeShape& shape, const std::vector<int64_t>& widths) const {
-  // Nothing to verify: a decode (the draft still follows what was committed).
-  // Untimed (no position to probe at), a decode costs at most the narrowest verify.
-  if (shape.max_nodes == 0) {
-    return (decode_s > 0 ? decode_s : verify_s.at(widths.front())) + draft_extend_s;
-  }
+namespace {
+
+// statistics.median: the mean of the two middle values of an even count.
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double median(const std::deque<double>& d) { return median(std::vector<double>(d.begin(), d.end())); }
+
+}  // namespace
+
+const char* const kDecodeCall = contract::kCostDecode;
+const char* const kDraftCall = contract::kCostDraft;
+
+std::string verify_key(int64_t width) { return contract::kCostVerify + std::to_string(width); }
+
+const char* step_kind(int64_t max_nodes, int64_t max_height) {
+  if (max_nodes == 0) return contract::kStepDecode;
+  return max_nodes == max_height ? contract::kStepChain : contract::kStepTree;
+}
+
+double StepCosts::predict(const TreeShape& shape, const std::vector<int64_t>& widths,
+                          bool model) const {
+  const auto it = overhead_s.find(step_kind(shape.max_nodes, shape.max_height));
+  const double overhead = it == overhead_s.end() ? 0.0 : it->second;
+  if (shape.max_nodes == 0) return decode_s + overhead;
   int64_t width = widths.back();
   for (int64_t w : widths) {
     if (w >= shape.max_nodes + 1) {
@@ -22,29 +44,128 @@ double StepCosts::predict(const TreeShape& shape, const std::vector<int64_t>& wi
       break;
     }
   }
-  const int64_t per_call = std::max<int64_t>(step_width, 1);
-  const int64_t calls = std::max<int64_t>(shape.levels, (shape.fed_nodes + per_call - 1) / per_call);
-  return verify_s.at(width) + calls * draft_step_s + draft_extend_s;
+  int64_t calls = 0;
+  if (model) {  // the extend that catches the draft up, then its levels
+    const int64_t per_call = std::max<int64_t>(step_width, 1);
+    calls = 1 + std::max<int64_t>(shape.levels, (shape.fed_nodes + per_call - 1) / per_call);
+  }
+  return verify_s.at(width) + calls * draft_s + overhead;
 }
 
-double StepCosts::predict_chain(int64_t length, const std::vector<int64_t>& widths) const {
-  if (length == 0) return predict(NoDraftShape(), widths);
-  return predict(ChainShape(length), widths);
+double StepCosts::predict_chain(int64_t length, const std::vector<int64_t>& widths,
+                                bool model) const {
+  if (length == 0) return predict(NoDraftShape(), widths, model);
+  return predict(ChainShape(length), widths, model);
+}
+
+CostModel::CostModel(std::vector<int64_t> widths, int64_t step_width)
+    : widths_(std::move(widths)), step_width_(step_width) {
+  std::sort(widths_.begin(), widths_.end());
+}
+
+void CostModel::observe_call(const std::string& key, double seconds) {
+  auto& window = calls_[key];
+  window.push_back(seconds);
+  if (window.size() > contract::kAutoCostWindow) window.pop_front();
+  seen_[key] = steps_;
+  costs_.reset();
+}
+
+std::vector<std::string> CostModel::stale() const {
+  std::vector<std::string> out;
+  for (const auto& [key, at] : seen_) {
+    if (steps_ - at >= contract::kAutoReprobeSteps) out.push_back(key);
+  }
+  return out;
+}
+
+void CostModel::add_probe(const StepCosts& probe) {
+  if (probe.step_width) step_width_ = probe.step_width;
+  std::vector<std::pair<std::string, double>> timed;
+  for (const auto& [w, s] : probe.verify_s) timed.emplace_back(verify_key(w), s);
+  timed.emplace_back(kDecodeCall, probe.decode_s);
+  timed.emplace_back(kDraftCall, probe.draft_s);
+  for (const auto& [key, seconds] : timed) {
+    if (seconds <= 0) continue;
+    probe_[key] = seconds;
+    calls_.erase(key);  // stale, if there were any
+    seen_[key] = steps_;
+  }
+  costs_.reset();
+}
+
+void CostModel::observe(const std::string& kind, const StepOutcome& step) {
+  ++steps_;
+  if (step.rows) {
+    observe_call(kind == contract::kStepDecode ? kDecodeCall : verify_key(step.rows), step.target_s);
+  }
+  if (step.draft_calls) observe_call(kDraftCall, step.draft_s / step.draft_calls);
+  auto& window = overhead_[kind];
+  window.push_back(std::max(step.seconds - step.target_s - step.draft_s, 0.0));
+  if (window.size() > contract::kAutoCostWindow) window.pop_front();
+  costs_.reset();
+}
+
+bool CostModel::ready() const {
+  for (int64_t w : widths_) {
+    if (!probe_.count(verify_key(w))) return false;
+  }
+  return true;
+}
+
+std::optional<double> CostModel::call(const std::string& key, double scale) const {
+  const auto window = calls_.find(key);
+  const bool seen = window != calls_.end() && !window->second.empty();
+  if (seen && window->second.size() >= contract::kAutoCostMinCalls) return median(window->second);
+  const auto probed = probe_.find(key);
+  if (probed != probe_.end()) return probed->second * scale;
+  if (seen) return median(window->second);
+  return std::nullopt;
+}
+
+double CostModel::scale() const {
+  std::vector<double> ratios;
+  for (const auto& [key, window] : calls_) {
+    const auto probed = probe_.find(key);
+    if (key == kDraftCall || window.size() < contract::kAutoCostMinCalls ||
+        probed == probe_.end() || probed->second == 0) {
+      continue;
+    }
+    ratios.push_back(median(window) / probed->second);
+  }
+  return ratios.empty() ? 1.0 : median(ratios);
+}
+
+const StepCosts& CostModel::costs() {
+  if (!costs_) {
+    const double s = scale();
+    StepCosts c;
+    double floor = 0;
+    for (int64_t w : widths_) {
+      floor = std::max(floor, call(verify_key(w), s).value_or(0.0));
+      c.verify_s[w] = floor;
+    }
+    c.draft_s = call(kDraftCall, 1.0).value_or(0.0);
+    c.step_width = step_width_;
+    c.decode_s = call(kDecodeCall, s).value_or(c.verify_s.at(widths_.front()));
+    for (const auto& [kind, window] : overhead_) c.overhead_s[kind] = median(window);
+    costs_ = std::move(c);
+  }
+  return *costs_;
 }
 
 double CostProbe::timed(Program& program, const std::string& method,
                         const std::vector<executorch::extension::TensorPtr>& inputs) const {
   const std::vector<executorch::runtime::EValue> values(inputs.begin(), inputs.end());
-  program.run(method, values);  // warm-up
-  std::vector<double> times;
+  if (warm_up) program.run(method, values);
+  double least = 0;
   for (int64_t i = 0; i < repeats; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     program.run(method, values);
-    times.push_back(seconds_since(t0));
+    const double s = seconds_since(t0);
+    least = i == 0 ? s : std::min(least, s);
   }
-  std::sort(times.begin(), times.end());
-  const size_t n = times.size();
-  return n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;  // statistics.median
+  return least;
 }
 
 CostProbe::Inputs CostProbe::scratch_inputs(int64_t width, const MaskLayout& layout) const {
@@ -75,44 +196,64 @@ CostProbe::Inputs CostProbe::decode_inputs(int64_t position, const MaskLayout& l
 }
 
 StepCosts measure_costs(TargetProgram& target, SpeculativeDraftRunner* draft, int64_t position,
-                        const CostProbe& probe) {
+                        const CostProbe& probe, const std::vector<std::string>* calls) {
   const auto& meta = target.meta;
   const MaskLayout layout{meta.max_context, meta.cache_size, meta.sliding_window};
-  StepCosts costs;
+  const auto wanted = [&](const std::string& key) {
+    return calls == nullptr || std::find(calls->begin(), calls->end(), key) != calls->end();
+  };
+  std::vector<int64_t> widths;
   for (int64_t w : meta.verify_widths) {
-    CostProbe::Inputs in = probe.scratch_inputs(w, layout);
-    std::vector<executorch::extension::TensorPtr> inputs = {
-        longs(in.tokens), longs(in.positions), longs(in.slots),
-        floats(in.mask, in.rows, in.columns)};
-    if (!in.band.empty()) inputs.push_back(longs(in.band));
-    costs.verify_s[w] = probe.timed(target, meta.verify_method(w), inputs);
+    if (wanted(verify_key(w))) widths.push_back(w);
   }
-  if (position >= 0 && position < meta.max_context) {
-    CostProbe::Inputs in = probe.decode_inputs(position, layout);
-    std::vector<executorch::extension::TensorPtr> inputs = {
-        longs(in.tokens), longs(in.positions), floats(in.mask, in.rows, in.columns)};
-    if (!in.band.empty()) inputs.push_back(longs(in.band));
-    costs.decode_s = probe.timed(target, contract::kTARGET_DECODE, inputs);
+  const bool decode = position >= 0 && position < meta.max_context && wanted(kDecodeCall);
+  const bool drafts = draft != nullptr && wanted(kDraftCall);
+  std::map<int64_t, double> verify;
+  double decode_s = 0, step_s = 0, extend_s = 0;
+  int64_t step_width = 0;
+  // Rounds that each time every call once: a burst of background work then slows every
+  // call of a round alike, not one call's every repeat.
+  for (int64_t r = 0; r < probe.repeats; ++r) {
+    CostProbe once = probe;
+    once.repeats = 1;
+    once.warm_up = probe.warm_up && r == 0;
+    const auto keep = [r](double& least, double s) { least = r == 0 ? s : std::min(least, s); };
+    for (int64_t w : widths) {
+      CostProbe::Inputs in = once.scratch_inputs(w, layout);
+      std::vector<executorch::extension::TensorPtr> inputs = {
+          longs(in.tokens), longs(in.positions), longs(in.slots),
+          floats(in.mask, in.rows, in.columns)};
+      if (!in.band.empty()) inputs.push_back(longs(in.band));
+      keep(verify[w], once.timed(target, meta.verify_method(w), inputs));
+    }
+    if (decode) {
+      CostProbe::Inputs in = once.decode_inputs(position, layout);
+      std::vector<executorch::extension::TensorPtr> inputs = {
+          longs(in.tokens), longs(in.positions), floats(in.mask, in.rows, in.columns)};
+      if (!in.band.empty()) inputs.push_back(longs(in.band));
+      keep(decode_s, once.timed(target, contract::kTARGET_DECODE, inputs));
+    }
+    if (drafts) {
+      const DraftCosts drafted = draft->step_costs(once);
+      step_width = drafted.step_width;
+      keep(step_s, drafted.step_s);
+      keep(extend_s, drafted.extend_s);
+    }
   }
-  // Load the commit too (copying scratch slots onto themselves): a tree's first commit
-  // must not pay the method load inside a timed step.
-  std::vector<int64_t> scratch = iota(meta.max_context, meta.verify_width);
-  target.run(contract::kTARGET_COMMIT, {longs(scratch), longs(scratch)});
-  const DraftCosts drafted = draft ? draft->step_costs(probe) : DraftCosts{};
-  costs.step_width = drafted.step_width;
-  costs.draft_step_s = drafted.step_s;
-  costs.draft_extend_s = drafted.extend_s;
-  return costs;
-}
-
-StepCosts fixed_costs(const std::vector<int64_t>& widths) {
   StepCosts costs;
-  for (int64_t w : widths) {
-    costs.verify_s[w] = contract::kAutoSeededVerifyBase + contract::kAutoSeededVerifyPerRow * w;
+  costs.verify_s = verify;
+  costs.step_width = step_width;
+  costs.decode_s = decode_s;
+  if (drafts) {
+    const double least = std::min(step_s, extend_s);
+    costs.draft_s = least > 0 ? least : std::max(step_s, extend_s);
   }
-  costs.draft_step_s = costs.draft_extend_s = contract::kAutoSeededDraftCall;
-  costs.step_width = *std::max_element(widths.begin(), widths.end());
-  costs.decode_s = contract::kAutoSeededVerifyBase + contract::kAutoSeededVerifyPerRow;
+  if (calls == nullptr) {
+    // Load the commit too (copying scratch slots onto themselves): a tree's first commit
+    // must not pay the method load inside a timed step.
+    std::vector<int64_t> scratch = iota(meta.max_context, meta.verify_width);
+    target.run(contract::kTARGET_COMMIT, {longs(scratch), longs(scratch)});
+  }
   return costs;
 }
 

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,15 +25,59 @@ struct DraftCosts {
   double step_s = 0, extend_s = 0;
 };
 
-// Measured seconds per call of the methods one speculative step runs.
+// Seconds per call of the methods a step runs (measured by the cost probe, or a
+// CostModel's estimates now) and of the host work beside them per kind of step (step_kind).
 struct StepCosts {
   std::map<int64_t, double> verify_s;  // per compiled verify width
-  double draft_step_s = 0, draft_extend_s = 0;
-  int64_t step_width = 1;
-  double decode_s = 0;  // one target_decode (a step that drafts nothing)
-  double predict(const TreeShape& shape, const std::vector<int64_t>& widths) const;
+  double draft_s = 0;                  // one draft model call (a level, or the extend)
+  int64_t step_width = 1;              // draft rows one call feeds
+  double decode_s = 0;                 // one target_decode (a step that drafts nothing)
+  std::map<std::string, double> overhead_s;  // per step kind
+  // Seconds of one step of `shape`; `model` false: its nodes cost no draft call (a lookup's
+  // chain).
+  double predict(const TreeShape& shape, const std::vector<int64_t>& widths,
+                 bool model = true) const;
   // predict() of a chain of `length` draft tokens (0: a step that drafts nothing).
-  double predict_chain(int64_t length, const std::vector<int64_t>& widths) const;
+  double predict_chain(int64_t length, const std::vector<int64_t>& widths,
+                       bool model = true) const;
+};
+
+// "decode" (nothing verified), "chain" (one node per level) or "tree".
+const char* step_kind(int64_t max_nodes, int64_t max_height);
+
+// Keys of the calls a step makes (CostModel): "decode", "draft" and "verify<w>".
+extern const char* const kDecodeCall;
+extern const char* const kDraftCall;
+std::string verify_key(int64_t width);
+
+// What each method call and each kind of step's host work costs now (costs.py CostModel):
+// a call's cost is the median of its last contract::kAutoCostWindow calls by steps once it
+// has contract::kAutoCostMinCalls of them, before that the probe's time scaled as the
+// target's observed calls compare with their own probe times; a call unseen for
+// contract::kAutoReprobeSteps steps forgets its old times and is probed again.
+class CostModel {
+ public:
+  explicit CostModel(std::vector<int64_t> widths, int64_t step_width = 1);
+  void add_probe(const StepCosts& probe);
+  void observe(const std::string& kind, const StepOutcome& step);
+  bool ready() const;
+  std::vector<std::string> stale() const;
+  const StepCosts& costs();
+
+ private:
+  void observe_call(const std::string& key, double seconds);
+  std::optional<double> call(const std::string& key, double scale) const;
+  double scale() const;
+
+  std::vector<int64_t> widths_;
+  int64_t step_width_;
+  std::map<std::string, std::deque<double>> calls_, overhead_;
+  std::map<std::string, double> probe_;
+  std::map<std::string, int64_t> seen_;
+  // Insertion order of calls_ (Python's dict order: scale's ratios follow it).
+  std::vector<std::string> order_;
+  int64_t steps_ = 0;
+  std::optional<StepCosts> costs_;
 };
 
 // Times program calls on scratch slots only (nothing committed is touched), with masks as
@@ -39,7 +85,8 @@ struct StepCosts {
 struct CostProbe {
   int64_t repeats = 5;
   int64_t context = 256;
-  // Median wall time of `method` after one warm-up call.
+  bool warm_up = true;  // one untimed call first (a method's first call loads it)
+  // The least wall time of `method` over `repeats` calls (step.py CostProbe.timed).
   double timed(Program& program, const std::string& method,
                const std::vector<executorch::extension::TensorPtr>& inputs) const;
   // Rows 0..width-1 in scratch slots: tokens (row % 2), positions, slots, a mask showing
@@ -56,13 +103,12 @@ struct CostProbe {
   Inputs decode_inputs(int64_t position, const MaskLayout& layout) const;
 };
 
-// The timing-free costs of a seeded sampling request under --tree auto
-// (contract::kAutoSeeded*): every level one draft call, whatever the step width.
-StepCosts fixed_costs(const std::vector<int64_t>& widths);
-
-// Median wall time of each verify width, of a decode at `position` (the next slot to be
-// committed; not timed when negative) and of the draft runner's own calls.
+// The least wall time of each verify width, of a decode at `position` (the next slot to be
+// committed; not timed when negative) and of the draft runner's own calls, over
+// probe.repeats rounds that each time every call once; with `calls` (CostModel keys), of
+// those only (a zero: not timed).
 StepCosts measure_costs(TargetProgram& target, SpeculativeDraftRunner* draft,
-                        int64_t position = -1, const CostProbe& probe = {});
+                        int64_t position = -1, const CostProbe& probe = {},
+                        const std::vector<std::string>* calls = nullptr);
 
 }  // namespace etspec

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,13 @@ class SpeculativeDraftRunner {
   virtual bool needs_hidden() const { return true; }
   // Whether proposals can branch (trees); a drafter without (prompt lookup) runs chains.
   virtual bool branching() const { return true; }
-  // How the step of the last proposal went (a drafter that chooses per step learns from it).
-  virtual void observe(const StepOutcome& step) {}
+  // Whether propose runs a draft model (the dispatcher weighs its shapes).
+  virtual bool has_model() const { return true; }
+  // Whether offer() may give a proposal that costs no model call (prompt lookup).
+  virtual bool offers() const { return false; }
+  // A chain of at most `max_tokens` that costs no model call, and how it was found (prompt
+  // lookup's match); nullopt when there is none.
+  virtual std::optional<Offer> offer(int64_t max_tokens) const { return std::nullopt; }
   // Its calls' wall times, timed by `probe` (--tree auto's cost model).
   virtual DraftCosts step_costs(const CostProbe& probe) { return {}; }
   // The bytes the draft adds (GenerationStats.memory's draft_* entries).

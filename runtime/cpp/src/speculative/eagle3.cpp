@@ -204,6 +204,7 @@ Eagle3Expansion::Eagle3Expansion(DraftProgram& program, const DraftRoot& root, i
   states_.assign(handles * h, 0.0f);
   std::copy(root.state.begin(), root.state.end(), states_.begin());
   seen_.assign(handles * scratch_, contract::kMaskMin);
+  position = root.position;
 }
 
 std::vector<std::vector<float>> Eagle3Expansion::expand(const std::vector<int64_t>& parents,

@@ -70,6 +70,7 @@ AssistantExpansion::AssistantExpansion(const AssistantStep& step, int64_t token,
   step_({token}, state, logits, states_);
   root_ = std::move(logits[0]);
   calls = 1;
+  position = step.position;
 }
 
 std::vector<std::vector<float>> AssistantExpansion::expand(const std::vector<int64_t>& parents,

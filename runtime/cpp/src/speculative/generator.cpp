@@ -41,84 +41,164 @@ void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
     StageTimer timer(stats, contract::kStageDraft);
     stats.draft_calls += draft_->prefill(ctx.prompt, ctx.first_token, ctx.prefill.hidden);
   }
-  const std::unique_ptr<TreePolicy> own = policy_->for_request(ctx.sampler);
-  TreePolicy& policy = own ? *own : *policy_;
+  TreePolicy& policy = *policy_;
+  policy.begin();
   SpecKVCacheManager kv(meta, kv_strategy_, ctx.prompt.size());
+  const NoDraftShape nothing;
+  // A stale call's new timing: one call (the method is loaded), generator.py _REPROBE.
+  CostProbe reprobe;
+  reprobe.repeats = 1;
+  reprobe.warm_up = false;
   int64_t root = ctx.first_token;
   while (sink.remaining() > 0) {
-    // --tree auto's cost model: before the first step, and again (warm) at the step that
-    // reaches kAutoRemeasureAfter, within the request that got there (generator.py).
-    if (policy.needs_costs()) {
-      policy.use_costs(measure_costs(ctx.target, draft_.get(), kv.committed()));
+    // The cost probe: before the runner's first step (every call), then of a call no step
+    // has made for long (generator.py).
+    if (const auto calls = policy.needs_costs()) {
+      policy.use_costs(calls->empty()
+                           ? measure_costs(ctx.target, draft_.get(), kv.committed())
+                           : measure_costs(ctx.target, draft_.get(), kv.committed(), reprobe,
+                                           &*calls));
     }
-    const TreeShape& shape = policy.choose();
-    const auto t0 = std::chrono::steady_clock::now();
     // Never draft past the budget: a step emits its accepted path + one token.
     const int64_t height = sink.remaining() - 1;
-    Proposal proposal;
-    {
-      StageTimer timer(stats, contract::kStageDraft);
-      if (height > 0) proposal = draft_->propose(shape, height, ctx.sampler);
-      stats.draft_calls += proposal.calls;
+    std::optional<Offer> offer;
+    if (height > 0 && policy.takes_offers()) {
+      offer = draft_->offer(std::min(height, meta.verify_width - 1));
     }
-    int64_t allowed = std::min(shape.max_height, height);
-    if (!proposal.evidence.empty() && proposal.label.empty()) {
-      const int64_t offered = proposal.tokens.size();
-      const int64_t keep = policy.trim(shape, offered, proposal.evidence);
-      if (keep < offered) {
-        proposal = proposal.prefix(keep);
-        allowed = keep;
-      }
-    }
-    DraftTree tree;
-    VerifyCall call;
-    {
-      StageTimer timer(stats, contract::kStageTensorize);
-      tree = DraftTree::build(root, proposal);
-      call = kv.verify_inputs(tree);
-    }
-    const int64_t position = kv.committed();
-    std::vector<Tensor> out;
-    {
-      StageTimer timer(stats, contract::kStageVerify);
-      out = call.run(ctx.target);
-    }
-    Verdict verdict;
-    {
-      StageTimer timer(stats, contract::kStageAccept);
-      verdict = verifier_.verify(tree, out[0], ctx.sampler, proposal.q, meta.vocab_size);
-    }
-    {
-      StageTimer timer(stats, contract::kStageCommit);
-      stats.commit_calls += kv.commit(ctx.target, verdict.nodes);
-    }
-    stats.record_verify(tree.size(), verdict.accepted(), tree.max_depth,
-                        proposal.label.empty() ? shape.name : proposal.label);
-    const int64_t n = verdict.nodes.size();
-    Acceptance acceptance;
-    acceptance.position = position;
-    acceptance.next_token = verdict.next_token;
-    for (int64_t i = 0; i < n; ++i) acceptance.tokens.push_back(tree.tokens[verdict.nodes[i]]);
-    std::vector<int64_t> emitted(acceptance.tokens.begin() + 1, acceptance.tokens.end());
-    emitted.push_back(verdict.next_token);
-    if (!sink.emit(emitted)) return;
-    {
-      StageTimer timer(stats, contract::kStageDraft);
-      if (draft_->needs_hidden()) {
-        const int64_t th = out[1].cols();
-        acceptance.hidden.resize(n * th);
-        for (int64_t i = 0; i < n; ++i) {
-          std::copy_n(out[1].row(verdict.nodes[i]), th, &acceptance.hidden[i * th]);
-        }
-      }
-      stats.draft_calls += draft_->accept(acceptance);
-    }
-    const StepOutcome outcome{tree.max_depth, verdict.accepted(), seconds_since(t0),
-                              allowed,        proposal.label.empty(), proposal.evidence};
-    policy.observe(shape, outcome);
-    draft_->observe(outcome);
-    root = verdict.next_token;
+    const Choice choice =
+        height > 0 ? policy.choose(offer ? &*offer : nullptr, height) : Choice{&nothing, 0};
+    std::optional<StepOutcome> step =
+        choice.decodes() ? decode(ctx, sink, kv, root)
+                         : speculate(ctx, sink, kv, root, choice, offer ? &*offer : nullptr, height);
+    if (!step) return;
+    policy.observe(choice, *step);
   }
+}
+
+std::optional<StepOutcome> SpeculativeTokenGenerator::decode(GenerationContext& ctx, Sink& sink,
+                                                             SpecKVCacheManager& kv,
+                                                             int64_t& root) {
+  // A step that proposes nothing: one target decode, as target-only decoding runs it, and
+  // the draft only told what was committed (a model draft queues it and catches up in one
+  // call when it next proposes).
+  Stats& stats = ctx.stats;
+  const auto& meta = ctx.target.meta;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t position = kv.committed();
+  VerifyCall call = kv.decode_inputs(root);
+  std::vector<Tensor> out;
+  {
+    StageTimer timer(stats, contract::kStageDecode);
+    out = call.run(ctx.target);
+  }
+  const double target_s = seconds_since(t0);
+  ++stats.decode_calls;
+  stats.record_decode();
+  const int64_t token = ctx.sampler.pick(out[0].row(0), meta.vocab_size, position + 1);
+  kv.commit(ctx.target, {0});
+  if (!sink.emit({token})) return std::nullopt;
+  Acceptance acceptance;
+  acceptance.position = position;
+  acceptance.tokens = {root};
+  acceptance.next_token = token;
+  {
+    StageTimer timer(stats, contract::kStageDraft);
+    if (draft_->needs_hidden()) acceptance.hidden.assign(out[1].row(0), out[1].row(0) + out[1].cols());
+    stats.draft_calls += draft_->accept(acceptance);
+  }
+  root = token;
+  StepOutcome step;
+  step.seconds = seconds_since(t0);
+  step.target_s = target_s;
+  step.rows = 1;
+  return step;
+}
+
+std::optional<StepOutcome> SpeculativeTokenGenerator::speculate(GenerationContext& ctx, Sink& sink,
+                                                                SpecKVCacheManager& kv,
+                                                                int64_t& root, const Choice& choice,
+                                                                const Offer* offer,
+                                                                int64_t height) {
+  // A step that verifies a proposal: the offer's first choice.lookup tokens, or the model's
+  // choice.shape.
+  Stats& stats = ctx.stats;
+  const auto& meta = ctx.target.meta;
+  const TreeShape& shape = *choice.shape;
+  const auto t0 = std::chrono::steady_clock::now();
+  Proposal proposal;
+  {
+    StageTimer timer(stats, contract::kStageDraft);
+    if (choice.lookup) {
+      proposal.tokens.assign(offer->tokens.begin(), offer->tokens.begin() + choice.lookup);
+      for (int64_t i = 0; i < choice.lookup; ++i) proposal.parents.push_back(i);
+    } else {
+      proposal = draft_->propose(shape, height, ctx.sampler);
+    }
+    stats.draft_calls += proposal.calls;
+  }
+  double draft_s = seconds_since(t0);
+  DraftTree tree;
+  VerifyCall call;
+  {
+    StageTimer timer(stats, contract::kStageTensorize);
+    tree = DraftTree::build(root, proposal);
+    call = kv.verify_inputs(tree);
+  }
+  const int64_t position = kv.committed();
+  std::vector<Tensor> out;
+  const auto t1 = std::chrono::steady_clock::now();
+  {
+    StageTimer timer(stats, contract::kStageVerify);
+    out = call.run(ctx.target);
+  }
+  const double target_s = seconds_since(t1);
+  Verdict verdict;
+  {
+    StageTimer timer(stats, contract::kStageAccept);
+    verdict = verifier_.verify(tree, out[0], ctx.sampler, proposal.q, meta.vocab_size,
+                               position + 1);
+  }
+  {
+    StageTimer timer(stats, contract::kStageCommit);
+    stats.commit_calls += kv.commit(ctx.target, verdict.nodes);
+  }
+  stats.record_verify(tree.size(), verdict.accepted(), tree.max_depth,
+                      choice.lookup ? contract::kLookupLabel : shape.name);
+  const int64_t n = verdict.nodes.size();
+  Acceptance acceptance;
+  acceptance.position = position;
+  acceptance.next_token = verdict.next_token;
+  for (int64_t i = 0; i < n; ++i) acceptance.tokens.push_back(tree.tokens[verdict.nodes[i]]);
+  std::vector<int64_t> emitted(acceptance.tokens.begin() + 1, acceptance.tokens.end());
+  emitted.push_back(verdict.next_token);
+  if (!sink.emit(emitted)) return std::nullopt;
+  const auto t2 = std::chrono::steady_clock::now();
+  int64_t calls = 0;
+  {
+    StageTimer timer(stats, contract::kStageDraft);
+    if (draft_->needs_hidden()) {
+      const int64_t th = out[1].cols();
+      acceptance.hidden.resize(n * th);
+      for (int64_t i = 0; i < n; ++i) {
+        std::copy_n(out[1].row(verdict.nodes[i]), th, &acceptance.hidden[i * th]);
+      }
+    }
+    calls = draft_->accept(acceptance);
+    stats.draft_calls += calls;
+  }
+  if (calls) draft_s += seconds_since(t2);
+  root = verdict.next_token;
+  StepOutcome step;
+  step.height = tree.max_depth;
+  step.accepted = verdict.accepted();
+  step.seconds = seconds_since(t0);
+  step.allowed = choice.lookup ? choice.lookup : std::min(shape.max_height, height);
+  if (choice.lookup) step.evidence = offer->evidence;
+  step.target_s = target_s;
+  step.rows = call.rows;
+  step.draft_calls = proposal.calls + calls;
+  step.draft_s = step.draft_calls ? draft_s : 0.0;
+  return step;
 }
 
 }  // namespace etspec

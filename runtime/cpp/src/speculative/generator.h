@@ -8,6 +8,7 @@
 
 #include "../generator.h"  // runtime/generator.py (this folder has its own generator.h)
 #include "speculative/draft_runner.h"
+#include "speculative/kv_cache.h"
 #include "speculative/verifier.h"
 
 namespace etspec {
@@ -21,9 +22,18 @@ class SpeculativeTokenGenerator : public TokenGenerator {
                             std::string kv_strategy = contract::kDefaultKvStrategy);
   void generate(GenerationContext& ctx, Sink& sink) override;
   void reset() override { draft_->reset(); }
+  const TreePolicy& policy() const { return *policy_; }
   void memory(std::map<std::string, int64_t>& out) const override { draft_->memory(out); }
 
  private:
+  // One step that proposes nothing (a target decode) or verifies the choice's proposal;
+  // nullopt once the sink says stop. `root` becomes the step's last emitted token.
+  std::optional<StepOutcome> decode(GenerationContext& ctx, Sink& sink, SpecKVCacheManager& kv,
+                                    int64_t& root);
+  std::optional<StepOutcome> speculate(GenerationContext& ctx, Sink& sink,
+                                       SpecKVCacheManager& kv, int64_t& root,
+                                       const Choice& choice, const Offer* offer, int64_t height);
+
   std::unique_ptr<SpeculativeDraftRunner> draft_;
   std::unique_ptr<TreePolicy> policy_;
   std::string kv_strategy_;

@@ -23,22 +23,24 @@ SpecKVCacheManager::SpecKVCacheManager(const TargetMetadata& meta, const std::st
       overwrite_(strategy == contract::kPositionOverwrite),
       committed_(committed) {}
 
+VerifyCall SpecKVCacheManager::decode_inputs(int64_t token) {
+  const int64_t c = committed_;
+  VerifyCall call;
+  call.decode = true;
+  call.method = contract::kTARGET_DECODE;
+  call.rows = 1;
+  call.tokens = {token};
+  call.positions = {c};
+  call.mask = layout_.causal(call.positions, call.width);
+  call.band = layout_.band(c, call.width);
+  base_ = c;
+  return call;
+}
+
 VerifyCall SpecKVCacheManager::verify_inputs(const DraftTree& tree) {
   const int64_t c = committed_, m1 = tree.size() + 1;
+  if (m1 == 1) return decode_inputs(tree.tokens[0]);
   VerifyCall call;
-  if (m1 == 1) {
-    // Nothing proposed (a lookup that found no match): the root alone is the one-row
-    // decode, cheaper than the narrowest verify; it writes the root's committed slot.
-    call.decode = true;
-    call.method = contract::kTARGET_DECODE;
-    call.rows = 1;
-    call.tokens = {tree.tokens[0]};
-    call.positions = {c};
-    call.mask = layout_.causal(call.positions, call.width);
-    call.band = layout_.band(c, call.width);
-    base_ = c;
-    return call;
-  }
   const int64_t k = meta_.verify_width_for(m1);
   base_ = overwrite_ ? c : meta_.max_context;
   call.method = meta_.verify_method(k);

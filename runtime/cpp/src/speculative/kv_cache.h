@@ -31,6 +31,9 @@ class SpecKVCacheManager {
   // Row i of `tree` at RoPE position committed + depth[i]; it sees the committed prefix, its
   // ancestors and itself; pad rows past the tree see only their own slot.
   VerifyCall verify_inputs(const DraftTree& tree);
+  // One target_decode of `token` (the root) at the committed length: it writes the root's
+  // committed slot directly, so the commit({0}) that follows has nothing to move.
+  VerifyCall decode_inputs(int64_t token);
   // Commits the rows `nodes` (the accepted path, root first) of the last verify; returns the
   // target calls made (0 when the path already sits where it belongs).
   int64_t commit(TargetProgram& target, const std::vector<int64_t>& nodes);

@@ -40,13 +40,18 @@ std::pair<int64_t, std::vector<int64_t>> PromptLookupDraftRunner::match(int64_t 
 }
 
 Proposal PromptLookupDraftRunner::propose(const TreeShape& shape, int64_t max_height, Sampler&) {
-  // The matched n-gram's length is the evidence (prompt_lookup.py, contract::kAutoTrimZ).
   Proposal out;
-  auto [n, tokens] = match(std::min({shape.max_height, shape.max_nodes, max_height}));
-  out.tokens = std::move(tokens);
+  out.tokens = match(std::min({shape.max_height, shape.max_nodes, max_height})).second;
   for (size_t i = 0; i < out.tokens.size(); ++i) out.parents.push_back(i);
-  if (!out.tokens.empty()) out.evidence = "ngram" + std::to_string(n);
   return out;
+}
+
+std::optional<Offer> PromptLookupDraftRunner::offer(int64_t max_tokens) const {
+  // Under sampling a 1-gram match rarely pays for its verify, a 3-gram one nearly always
+  // does: the dispatcher judges each by the acceptance seen under its n.
+  auto [n, tokens] = match(max_tokens);
+  if (tokens.empty()) return std::nullopt;
+  return Offer{std::move(tokens), "ngram" + std::to_string(n)};
 }
 
 }  // namespace etspec

@@ -19,8 +19,12 @@ class PromptLookupDraftRunner : public SpeculativeDraftRunner {
   void reset() override { history_.clear(); }
   int64_t prefill(const std::vector<int64_t>& prompt, int64_t first,
                   const Tensor& hidden) override;
-  // One continuation: the deepest chain the shape allows, deterministic picks (point masses).
+  // A fixed shape: the deepest chain it allows, deterministic picks (point masses).
   Proposal propose(const TreeShape& shape, int64_t max_height, Sampler& sampler) override;
+  // The match, its n-gram length as the evidence ("ngram3").
+  std::optional<Offer> offer(int64_t max_tokens) const override;
+  bool has_model() const override { return false; }
+  bool offers() const override { return true; }
   int64_t accept(const Acceptance& acceptance) override;
   void memory(std::map<std::string, int64_t>& out) const override {}
   bool needs_hidden() const override { return false; }

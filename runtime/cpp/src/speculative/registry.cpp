@@ -50,8 +50,7 @@ std::unique_ptr<SpeculativeDraftRunner> make_lookup(TargetProgram&, DraftProgram
 
 std::unique_ptr<SpeculativeDraftRunner> make_combined(TargetProgram& target, DraftProgram* draft,
                                                       const DraftOptions& o) {
-  return std::make_unique<CombinedDraftRunner>(make_eagle3(target, draft, o), lookup_runner(o),
-                                               target.meta.verify_widths);
+  return std::make_unique<CombinedDraftRunner>(make_eagle3(target, draft, o), lookup_runner(o));
 }
 
 }  // namespace

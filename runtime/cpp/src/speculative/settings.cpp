@@ -90,13 +90,8 @@ void TreeSettings::check() const {
   for (const auto& [flag, value] : knobs) check_owner(flag, value.has_value(), mode, "");
 }
 
-std::unique_ptr<TreePolicy> TreeSettings::policy(const TargetMetadata& target,
-                                                 bool branching) const {
-  check();
+std::unique_ptr<TreeShape> TreeSettings::shape(const TargetMetadata& target) const {
   const int64_t width = target.verify_width;
-  if (mode == "auto") {
-    return std::make_unique<AutoTree>(auto_candidates(target, branching), target.verify_widths);
-  }
   if (mode == "chain") return std::make_unique<ChainShape>(num_spec_tokens);
   if (mode == "static") {
     if (static_tree) return std::make_unique<StaticTree>(StaticTree::parse(*static_tree, width));
@@ -109,6 +104,24 @@ std::unique_ptr<TreePolicy> TreeSettings::policy(const TargetMetadata& target,
   return std::make_unique<DynamicTree>(passes.value_or(contract::default_dynamic_depth(width)),
                                        topk.value_or(contract::kDefaultDynamicTopk),
                                        total_tokens.value_or(width));
+}
+
+std::unique_ptr<TreePolicy> TreeSettings::policy(const TargetMetadata& target,
+                                                 const SpeculativeDraftRunner& drafter) const {
+  check();
+  if (mode == "auto") {
+    std::vector<std::unique_ptr<TreeShape>> shapes;
+    if (drafter.has_model()) shapes = auto_candidates(target, drafter.branching());
+    return std::make_unique<Dispatcher>(std::move(shapes), target.verify_widths, true,
+                                        drafter.offers());
+  }
+  std::unique_ptr<TreeShape> one = shape(target);
+  if (drafter.offers() && drafter.has_model()) {
+    std::vector<std::unique_ptr<TreeShape>> shapes;
+    shapes.push_back(std::move(one));
+    return std::make_unique<Dispatcher>(std::move(shapes), target.verify_widths, false, true);
+  }
+  return one;
 }
 
 }  // namespace etspec

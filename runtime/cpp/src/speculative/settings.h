@@ -8,6 +8,7 @@
 #include <string>
 
 #include "artifact.h"
+#include "speculative/draft_runner.h"
 #include "speculative/shapes.h"
 
 namespace etspec {
@@ -36,8 +37,13 @@ struct TreeSettings {
   // Throws Error for an unknown mode, a knob below its minimum or given with another mode,
   // or both --depth and --num-steps.
   void check() const;
-  // `branching`: the drafter can grow trees (else auto considers chains only).
-  std::unique_ptr<TreePolicy> policy(const TargetMetadata& target, bool branching) const;
+  // The policy on `target` with `drafter` (settings.py tree_policy): auto weighs a plain
+  // decode, the drafter's offers and the model shapes it can grow; a fixed shape is itself,
+  // or, for a drafter that also offers (prompt lookup beside a model), weighed against them.
+  std::unique_ptr<TreePolicy> policy(const TargetMetadata& target,
+                                     const SpeculativeDraftRunner& drafter) const;
+  // The one shape a chain, static or dynamic setting asks for.
+  std::unique_ptr<TreeShape> shape(const TargetMetadata& target) const;
 };
 
 }  // namespace etspec

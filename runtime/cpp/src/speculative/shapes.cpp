@@ -31,16 +31,7 @@ ChainShape::ChainShape(int64_t length) : length_(length) {
 
 NoDraftShape::NoDraftShape() : ChainShape(Empty{}) { name = contract::kNoDraftShape; }
 
-Proposal Proposal::prefix(int64_t n) const {
-  for (int64_t i = 0; i < n; ++i) {
-    if (parents[i] != i) throw Error("Proposal::prefix needs a chain");
-  }
-  Proposal out = *this;
-  out.tokens.resize(n);
-  out.parents.resize(n);
-  if (!out.q.empty()) out.q.resize(n);
-  return out;
-}
+bool Choice::decodes() const { return lookup == 0 && shape->max_nodes == 0; }
 
 Proposal ChainShape::grow(Expander& expansion, int64_t max_height, Sampler& sampler) const {
   // The top-1 token of each level when greedy, a sample of the draft's distribution when
@@ -58,8 +49,9 @@ Proposal ChainShape::grow(Expander& expansion, int64_t max_height, Sampler& samp
     }
     TokenDist q = sampler.dist(logits.data(), vd);
     q.rename(ids);  // the verifier compares q with the target's p: target ids
-    out.tokens.push_back(sampler.draw(q));
-    out.q.push_back(std::move(q));
+    out.tokens.push_back(sampler.draw(q, expansion.position + i + 1));
+    // A coupled verifier needs no q: it races the target's own distribution.
+    if (!sampler.coupled()) out.q.push_back(std::move(q));
   }
   out.calls = expansion.calls;
   return out;

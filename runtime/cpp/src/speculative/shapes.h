@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,14 +21,13 @@ struct Proposal {
   // every node is a deterministic pick (a point mass for the verifier).
   std::vector<TokenDist> q;
   int64_t calls = 0;
-  // What proposed the nodes when it was not the step's shape (a combined drafter's prompt
-  // lookup): the step then says nothing about the shape; its statistics go under the label.
-  std::string label;
-  // How a chain was found, when the drafter can tell (prompt lookup: "ngram3"); --tree auto
-  // judges each kind on its own acceptance and cuts the ones that do not pay. Empty: none.
+};
+
+// A proposal a drafter has at no model call (prompt lookup's match): the chain's tokens
+// and how they were found ("ngram3"), which the dispatcher judges it by.
+struct Offer {
+  std::vector<int64_t> tokens;
   std::string evidence;
-  // The first n nodes of a chain.
-  Proposal prefix(int64_t n) const;
 };
 
 // One proposal's view of a draft model: handle 0 is the root; every expand numbers the
@@ -43,49 +43,59 @@ class Expander {
   const std::vector<int64_t>* target_ids = nullptr;  // draft id -> target id, [Vd]
   int64_t vocab_size = 0;                            // the target's
   int64_t calls = 0;                                 // model calls so far
+  // The committed length: the root's index in the sequence (a node at depth d is the token
+  // at index position + d).
+  int64_t position = 0;
 };
 
-// What one speculative step did, as a tree policy learns it.
+// What one speculative step did, as a tree policy learns it (runtime/speculative/step.py).
 struct StepOutcome {
   int64_t height = 0;    // depth of the deepest drafted node (0: nothing was drafted)
   int64_t accepted = 0;  // draft tokens accepted (the step emitted one more)
-  double seconds = 0;    // wall time of the step: draft, verify, accept, commit
-  // How deep the step could have drafted (its shape, capped by the token budget); a drafter
-  // that offered less (prompt lookup's match ran out) ended the chain itself. -1: height.
+  double seconds = 0;    // wall time of the step: draft, verify (or decode), accept, commit
+  // How deep the step could have drafted (its shape, capped by the token budget). -1: height.
   int64_t allowed = -1;
-  // False when the draft proposed something other than the shape asked for (a labelled
-  // Proposal): the step then teaches a tree policy nothing about the shape.
-  bool follows_shape = true;
-  std::string evidence;  // Proposal::evidence
+  std::string evidence;  // the offer's, when the step verified it
+  // What the step's calls took: the verify's (or the decode's) seconds and rows (1: a
+  // decode), and the draft's seconds over its model calls.
+  double target_s = 0;
+  int64_t rows = 0;
+  double draft_s = 0;
+  int64_t draft_calls = 0;
   int64_t emitted() const { return accepted + 1; }
 };
 
 class TreeShape;
 struct StepCosts;
 
-// Chooses the tree shape of each speculative step (a fixed shape, or --tree auto's
-// dispatcher, speculative/dispatcher.h).
+// What one step runs: the model drafter's `shape` or, with `lookup` > 0, the first
+// `lookup` tokens of the drafter's offer instead (`shape` then drafts nothing).
+struct Choice {
+  const TreeShape* shape = nullptr;
+  int64_t lookup = 0;
+  // Nothing is proposed: the step is one target decode.
+  bool decodes() const;
+};
+
+// Chooses what each speculative step runs (a fixed shape, or the dispatcher,
+// speculative/dispatcher.h).
 class TreePolicy {
  public:
   virtual ~TreePolicy() = default;
   // Every shape this policy may choose (checked against the artifacts up front).
   virtual std::vector<const TreeShape*> candidates() const = 0;
-  virtual const TreeShape& choose() = 0;
-  virtual void observe(const TreeShape& shape, const StepOutcome& step) {}
-  // How many of the `offered` chain tokens a proposal found by `evidence` should keep; a
-  // fixed shape keeps them all.
-  virtual int64_t trim(const TreeShape& shape, int64_t offered, const std::string& evidence) {
-    return offered;
-  }
-  // Whether the generator should measure the step costs (speculative/costs.h) and hand
-  // them over before the next step; a fixed shape never does.
-  virtual bool needs_costs() const { return false; }
+  // What the next step runs, at most `height` levels deep, given the drafter's offer
+  // (nullptr: none; asked for only when takes_offers()).
+  virtual Choice choose(const Offer* offer, int64_t height) = 0;
+  virtual bool takes_offers() const { return false; }
+  // A request starts (the dispatcher weighs what earlier ones taught less).
+  virtual void begin() {}
+  virtual void observe(const Choice& choice, const StepOutcome& step) {}
+  // Which step costs the generator should measure (speculative/costs.h CostModel keys; an
+  // empty list: all of them) and hand over before the next step; nullopt: none (a fixed
+  // shape never needs any).
+  virtual std::optional<std::vector<std::string>> needs_costs() const { return std::nullopt; }
   virtual void use_costs(const StepCosts& costs) {}
-  // The policy one request runs under; nullptr: this one (a request must not depend on
-  // what earlier requests taught it only where dispatcher.h's SeededAutoTree says).
-  virtual std::unique_ptr<TreePolicy> for_request(const Sampler& sampler) const {
-    return nullptr;
-  }
 };
 
 // A fixed shape; as a policy it always picks itself.
@@ -94,7 +104,7 @@ class TreeShape : public TreePolicy {
   // The proposal of one step, at most `max_height` levels deep.
   virtual Proposal grow(Expander& expansion, int64_t max_height, Sampler& sampler) const = 0;
   std::vector<const TreeShape*> candidates() const override { return {this}; }
-  const TreeShape& choose() override { return *this; }
+  Choice choose(const Offer*, int64_t) override { return {this, 0}; }
   std::string name;
   int64_t max_nodes = 0;   // draft nodes verified (verify width needed: this + 1)
   int64_t max_height = 0;  // deepest node: the most draft tokens one step can accept

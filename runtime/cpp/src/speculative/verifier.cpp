@@ -5,14 +5,19 @@
 namespace etspec {
 
 Verdict Verifier::verify(const DraftTree& tree, const Tensor& logits, Sampler& sampler,
-                         const std::vector<TokenDist>& q, int64_t vocab) const {
+                         const std::vector<TokenDist>& q, int64_t vocab, int64_t index) const {
   const int64_t v = vocab;
   Verdict verdict;
   int64_t node = 0;
   while (true) {
     int64_t accepted = -1;
-    if (sampler.greedy()) {
-      const int64_t best = argmax(logits.row(node), v);
+    if (sampler.greedy() || sampler.coupled()) {
+      // Greedy: the argmax. Coupled: the token the target's distribution races to at this
+      // node's child index (the one target-only decoding with the seed emits there).
+      const int64_t depth = verdict.nodes.size() - 1;
+      const int64_t best = sampler.greedy()
+                               ? argmax(logits.row(node), v)
+                               : sampler.draw(sampler.dist(logits.row(node), v), index + depth);
       for (int64_t ch : tree.children[node]) {
         if (tree.tokens[ch] == best) {
           accepted = ch;
@@ -39,7 +44,7 @@ Verdict Verifier::verify(const DraftTree& tree, const Tensor& logits, Sampler& s
         if (mass ? p.without(x, r) : p.minus(q[ch - 1], r)) p = std::move(r);
       }
       if (accepted < 0) {
-        verdict.next_token = sampler.draw(p);
+        verdict.next_token = p.draw(sampler.uniform());
         break;
       }
     }

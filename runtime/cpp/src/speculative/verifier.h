@@ -25,9 +25,9 @@ struct Verdict {
 class Verifier {
  public:
   // `logits`: the verify's [rows, V]; `q`: the proposal's draft distributions (empty: every
-  // node a deterministic pick).
+  // node a deterministic pick); `index`: the sequence index of the root's children.
   Verdict verify(const DraftTree& tree, const Tensor& logits, Sampler& sampler,
-                 const std::vector<TokenDist>& q, int64_t vocab) const;
+                 const std::vector<TokenDist>& q, int64_t vocab, int64_t index) const;
 };
 
 }  // namespace etspec
