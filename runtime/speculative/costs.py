@@ -65,6 +65,7 @@ class CostModel:
         self._calls: dict[str, deque[float]] = {}  # by steps only
         self._probe: dict[str, float] = {}  # the latest probe's time per call
         self._overhead: dict[str, deque[float]] = {}
+        self._overhead_seen: dict[str, int] = {}  # per kind of step: the step it last ran at
         self._costs: StepCosts | None = None
         self.steps = 0  # steps observed
         self._seen: dict[str, int] = {}  # per call: the step it was last timed at
@@ -105,6 +106,12 @@ class CostModel:
             self._observe_call(DRAFT, step.draft_s / step.draft_calls)
         host = step.seconds - step.target_s - step.draft_s
         self._add(self._overhead, kind, max(host, 0.0))
+        self._overhead_seen[kind] = self.steps
+        for other, at in list(self._overhead_seen.items()):
+            # A kind of step not run for AUTO_REPROBE_STEPS steps forgets its host work, as a
+            # call forgets its times: an old price must not keep it from being run again.
+            if self.steps - at >= AUTO_REPROBE_STEPS:
+                del self._overhead_seen[other], self._overhead[other]
         self._costs = None
 
     @property
@@ -145,7 +152,15 @@ class CostModel:
                 self._call(DRAFT, 1.0) or 0.0,
                 self.step_width,
                 decode if decode is not None else verify[self.widths[0]],
-                {k: statistics.median(v) for k, v in self._overhead.items()},
+                # Host work is priced once a kind of step has run AUTO_COST_MIN_CALLS times
+                # (nothing before): a step's first run pays one-time work (Gemma 3 270M's first
+                # chain step in Python, 46 ms), and one such price kept the dispatcher from
+                # ever drafting again in a run.
+                {
+                    k: statistics.median(v)
+                    for k, v in self._overhead.items()
+                    if len(v) >= AUTO_COST_MIN_CALLS
+                },
             )
         return self._costs
 

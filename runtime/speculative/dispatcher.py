@@ -134,26 +134,38 @@ class DepthAcceptance:
         return self.estimates(depth, prior)[-1]
 
     def tokens(self, length: int, z: float = 0.0, prior: DepthAcceptance | None = None) -> float:
-        """Mean tokens a chain of ``length`` emits per step (accepted + the bonus) plus
-        ``z`` standard errors: each depth's error (its estimate over its count) carried to
-        the tokens by the share of steps that reach it (the delta method), so a depth's
-        doubt counts only as much as the steps that would use it."""
-        est = self.estimates(length, prior)
+        """``tokens_by_length``' figure for ``length``."""
+        return self.tokens_by_length(length, z, prior)[-1]
+
+    def tokens_by_length(
+        self, longest: int, z: float = 0.0, prior: DepthAcceptance | None = None
+    ) -> list[float]:
+        """Per chain length 1..``longest``: the mean tokens it emits per step (accepted +
+        the bonus) plus ``z`` standard errors: each depth's error (its estimate over its
+        count) carried to the tokens by the share of steps that reach it (the delta
+        method), so a depth's doubt counts only as much as the steps that would use it."""
+        est = self.estimates(longest, prior)
         probs = [p for p, _ in est]
         counts = [n for _, n in est]
         reach = [1.0]
         for p in probs:
             reach.append(reach[-1] * p)
-        total = sum(reach)
-        if not z:
-            return total
-        var, tail = 0.0, 0.0
-        for d in range(length, 0, -1):
-            tail += reach[d]  # tokens that depth d's acceptance multiplies
-            p = probs[d - 1]
-            g = tail / p
-            var += g * g * p * (1 - p) / (counts[d - 1] + 2)
-        return min(length + 1.0, total + z * math.sqrt(var))
+        # (One pass for every length, the dispatcher's per-step arithmetic: a length's
+        # figures are those ``tokens(length)`` computes, in the C++ twin's order.)
+        out, total = [], reach[0]
+        for length in range(1, longest + 1):
+            total += reach[length]
+            if not z:
+                out.append(total)
+                continue
+            var, tail = 0.0, 0.0
+            for d in range(length, 0, -1):
+                tail += reach[d]  # tokens that depth d's acceptance multiplies
+                p = probs[d - 1]
+                g = tail / p
+                var += g * g * p * (1 - p) / (counts[d - 1] + 2)
+            out.append(min(length + 1.0, total + z * math.sqrt(var)))
+        return out
 
 
 @dataclass
@@ -213,6 +225,11 @@ class Dispatcher(TreePolicy):
     def choose(self, offer: Offer | None = None, height: int = 1 << 30) -> Choice:
         costs, z = self.costs(), AUTO_Z
         context = self.contexts.get(_context(offer)) or DepthAcceptance()
+        chains = (
+            context.tokens_by_length(min(self._longest, height), z, self.chains)
+            if self._longest
+            else []
+        )
         best: tuple[float, Choice] | None = None
         if self.decode:
             best = (1.0 / costs.predict(self.nothing.cost, self.widths), Choice(self.nothing))
@@ -222,7 +239,7 @@ class Dispatcher(TreePolicy):
                 # The budget's last tokens: a chain grows what is left (a shorter chain, also
                 # a candidate, then ties with it and comes first).
                 cost = chain_cost(min(cost.max_height, height))
-                tokens = context.tokens(cost.max_height, z, self.chains)
+                tokens = chains[cost.max_height - 1]
             else:
                 upper = self.trees[shape.name].upper(z)
                 tokens = cost.max_height + 1.0 if upper is None else upper
@@ -233,8 +250,9 @@ class Dispatcher(TreePolicy):
         if self.lookup and offer is not None and offer.tokens:
             seen = self.evidence.get(offer.evidence) or DepthAcceptance()
             longest = min(len(offer.tokens), height, self.widths[-1] - 1)
+            by_length = seen.tokens_by_length(longest, z)
             for m in range(1, longest + 1):
-                tokens = seen.tokens(m, z)
+                tokens = by_length[m - 1]
                 rate = tokens / costs.predict(chain_cost(m), self.widths, model=False)
                 # Ties go to the lookup: it costs no draft call.
                 if best is None or rate >= best[0]:

@@ -204,6 +204,28 @@ def test_cost_model_scales_probes_by_what_steps_take_and_reprobes_stale_calls() 
     assert model.costs().verify_s[8] == pytest.approx(2.0)
 
 
+def test_one_slow_first_step_does_not_write_a_kind_of_step_off() -> None:
+    # Gemma 3 270M's first Python chain step paid 46 ms of one-time host work; priced by
+    # that one step, chains never ran again in a whole benchmark. Host work counts from
+    # AUTO_COST_MIN_CALLS steps of a kind, and a kind not run for AUTO_REPROBE_STEPS steps
+    # forgets it.
+    policy = _dispatcher(_chains(3))
+    first = policy.choose(None, 1 << 20)
+    assert not first.decodes
+    policy.observe(first, _step(first, first.shape.cost.max_height, COSTS, host=50.0))
+    assert "chain" not in policy.costs().overhead_s
+    assert not policy.choose(None, 1 << 20).decodes
+    model = policy.model
+    assert model is not None
+    for _ in range(AUTO_COST_MIN_CALLS):
+        model.observe("chain", _step(first, 1, COSTS, host=0.5))
+    assert policy.costs().overhead_s["chain"] == pytest.approx(0.5)
+    decode = Choice(NoDraftShape())
+    for _ in range(AUTO_REPROBE_STEPS):
+        model.observe("decode", _step(decode, 0, COSTS, host=0.1))
+    assert set(policy.costs().overhead_s) == {"decode"}
+
+
 def test_auto_stays_within_5_percent_of_the_fastest_chain() -> None:
     rng = random.Random(1)
     rates = [0.8, 0.75, 0.7, 0.6, 0.5, 0.4, 0.3]

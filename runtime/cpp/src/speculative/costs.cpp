@@ -103,6 +103,16 @@ void CostModel::observe(const std::string& kind, const StepOutcome& step) {
   auto& window = overhead_[kind];
   window.push_back(std::max(step.seconds - step.target_s - step.draft_s, 0.0));
   if (window.size() > contract::kAutoCostWindow) window.pop_front();
+  overhead_seen_[kind] = steps_;
+  // A kind of step not run for kAutoReprobeSteps steps forgets its host work (costs.py).
+  for (auto it = overhead_seen_.begin(); it != overhead_seen_.end();) {
+    if (steps_ - it->second >= contract::kAutoReprobeSteps) {
+      overhead_.erase(it->first);
+      it = overhead_seen_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   costs_.reset();
 }
 
@@ -148,7 +158,10 @@ const StepCosts& CostModel::costs() {
     c.draft_s = call(kDraftCall, 1.0).value_or(0.0);
     c.step_width = step_width_;
     c.decode_s = call(kDecodeCall, s).value_or(c.verify_s.at(widths_.front()));
-    for (const auto& [kind, window] : overhead_) c.overhead_s[kind] = median(window);
+    // Host work is priced once a kind of step has run kAutoCostMinCalls times (costs.py).
+    for (const auto& [kind, window] : overhead_) {
+      if (window.size() >= contract::kAutoCostMinCalls) c.overhead_s[kind] = median(window);
+    }
     costs_ = std::move(c);
   }
   return *costs_;

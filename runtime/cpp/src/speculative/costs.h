@@ -73,7 +73,7 @@ class CostModel {
   int64_t step_width_;
   std::map<std::string, std::deque<double>> calls_, overhead_;
   std::map<std::string, double> probe_;
-  std::map<std::string, int64_t> seen_;
+  std::map<std::string, int64_t> seen_, overhead_seen_;
   // Insertion order of calls_ (Python's dict order: scale's ratios follow it).
   std::vector<std::string> order_;
   int64_t steps_ = 0;
