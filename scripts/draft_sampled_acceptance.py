@@ -118,6 +118,7 @@ def score(
     coupled: list[float] = []
     at_starts: list[float] = []
     observed: list[bool] = []
+    by_set: dict[str, list[float]] = {}  # at x1, per prompt set ("translate/0": translate)
     for ids, record in rows:
         generated = record["token_ids"]
         if len(generated) < 2:
@@ -128,7 +129,7 @@ def score(
         # Row j of the first unroll step drafts the token at j + 2 from token j + 1 and the
         # target's state at j: generated token g (position n0 + g) is drafted at row n0+g-2.
         drafted = draft_ttt_forward(draft, seq, hidden, 1)[0][0]
-        per_scale = [[] for _ in scales]
+        per_scale: list[list[float]] = [[] for _ in scales]
         for g in range(1, len(generated)):
             p = target_sampler.dist(logits[0, n0 + g - 1])
             for s, sampler in enumerate(draft_samplers):
@@ -138,6 +139,7 @@ def score(
                     coupled.append(coupling(p, q))
         for s, values in enumerate(per_scale):
             every[s] += values
+        by_set.setdefault(prompt_set(record["prompt_id"]), []).extend(per_scale[unit])
         if traces is not None and record["prompt_id"] in traces:
             accepted = traces[record["prompt_id"]]
             at_starts += [per_scale[unit][g - 1] for g in step_starts(accepted, len(generated))]
@@ -150,6 +152,7 @@ def score(
         **config,
         "positions": len(every[0]),
         "every_position": {f"{s:g}": float(np.mean(v)) for s, v in zip(scales, every, strict=True)},
+        "by_set": {k: float(np.mean(v)) for k, v in by_set.items()} if len(by_set) > 1 else {},
         # The same first tokens under coupled sampling (a seeded request): races agree.
         "coupled": float(np.mean(coupled)) if coupled else None,
     }
@@ -160,6 +163,11 @@ def score(
             "observed": float(np.mean(observed)) if observed else None,
         }
     return out
+
+
+def prompt_set(prompt_id: str) -> str:
+    """The built-in set a prompt id names (``tasks``' ids are "set/index")."""
+    return prompt_id.split("/", 1)[0]
 
 
 def read_traces(path: Path, system: str) -> dict[str, list[int]]:
@@ -196,6 +204,8 @@ def main(
     result = score(target_dir, draft_dir, run, system, scales, traces)
     for scale, value in result["every_position"].items():
         click.echo(f"draft temperature x{scale}: {value:.4f} over {result['positions']} positions")
+    for name, value in result["by_set"].items():
+        click.echo(f"  {name}: {value:.4f}")
     if result["coupled"] is not None:
         click.echo(f"coupled (raced) at x1: {result['coupled']:.4f}")
     if "step_starts" in result:

@@ -6,10 +6,10 @@ of six categories of ``chat_prompts``). These are the kinds of request a public 
 decoding benchmark (Spec-Bench) groups its prompts by; every text here is written for this
 project (no benchmark's prompt is copied), so a figure reproduces from the revision alone.
 
-They are evaluation prompts only. The draft's training prompts are built from other text
-(``scripts/task_corpus.py`` turns this machine's manual pages and documentation into the same
-task types), and ``tests/models/test_training.py`` holds the two disjoint by source text: no
-passage, sentence or question here appears in the training prompts.
+They are evaluation prompts only. The shipped draft was trained on other text (this
+machine's code and documentation, and the prose openings of ``scripts/prose_prompts.py``),
+and ``tests/models/test_training.py`` checks that no training opening is, holds or is held by
+one of these prompts.
 
 Each prompt is plain text, as a base model without a chat template sees a request; the
 answer cue at its end (``Summary:``, ``Answer:``) is where the target starts writing.
