@@ -413,6 +413,15 @@ AUTO_FORGET = 0.998
 # requests taught is a prior the new text soon outweighs (a draft that paid on one kind of
 # prompt is judged again on the next).
 AUTO_REQUEST_DECAY = 0.5
+# A probe is a step whose way is chosen on its optimism alone (its mean rate is below the
+# best mean rate: a way written off, or never run). What probes lose (their seconds beyond
+# what the best way would have taken for the tokens they emitted) may reach this share of
+# all step time and no more: a probe runs only while that account is not in debt, else the
+# best way by its mean runs. A draft that never pays then costs at most this share.
+AUTO_PROBE_SHARE = 0.01
+# The probe account's credit stops growing at what this many steps earn (about a request's
+# worth): a long stretch without probes does not buy a burst of them.
+AUTO_PROBE_CREDIT_STEPS = 128
 # A method's cost is the median of its last this-many observed calls, and so is each kind
 # of step's host work beside its calls: a few slow calls do not move it, and a short window
 # follows a machine that slows down (background load) or a context that grows.
@@ -1019,6 +1028,8 @@ def cpp_header() -> str:
         f"inline constexpr double kAutoDecay = {AUTO_DECAY!r};",
         f"inline constexpr double kAutoForget = {AUTO_FORGET!r};",
         f"inline constexpr double kAutoRequestDecay = {AUTO_REQUEST_DECAY!r};",
+        f"inline constexpr double kAutoProbeShare = {AUTO_PROBE_SHARE!r};",
+        f"inline constexpr long kAutoProbeCreditSteps = {AUTO_PROBE_CREDIT_STEPS};",
         f"inline constexpr size_t kAutoCostWindow = {AUTO_COST_WINDOW};",
         f"inline constexpr size_t kAutoCostMinCalls = {AUTO_COST_MIN_CALLS};",
         f"inline constexpr long kAutoReprobeSteps = {AUTO_REPROBE_STEPS};",

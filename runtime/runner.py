@@ -393,6 +393,6 @@ def speculative_runner(
     meta = base.meta
     target = base.target
     runner = method_of(spec).runner(spec, target, draft)
-    policy = tree_policy(tree, meta, runner) if isinstance(tree, TreeSettings) else tree
+    policy = tree_policy(tree, meta, runner)
     gen = SpeculativeTokenGenerator(runner, meta, policy, spec.kv_strategy)
     return TextLLMRunner(target, gen, base.tokenizer)

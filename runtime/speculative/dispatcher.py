@@ -9,11 +9,15 @@ most tokens per second on this artifact and this machine, and it does so across 
   judged by the acceptance seen under the same evidence (the matched n-gram's length: under
   sampling a 1-gram match rarely pays for its verify, a 3-gram one nearly always does);
 - **each model shape** the drafter can grow: chains of every length (their acceptance pooled
-  by depth, so a step of any chain informs every length) and trees (judged on their steps).
+  by depth, so a step of any chain informs every length, and so does a tree's first branch:
+  the chain of the draft's top tokens) and trees (judged on their steps).
 
 Each is rated by its optimistic tokens per step (``AUTO_Z`` standard errors over the mean)
 over its predicted seconds (``costs.CostModel``: each call's recent median times plus the
-median host work of its kind of step), and the best runs. What a statistic saw decays by
+median host work of its kind of step), and the best runs. Where the best on optimism is not
+the best on its mean, the step is a probe: it runs only while what probes have lost stays
+within ``AUTO_PROBE_SHARE`` of the time, else the best on its mean runs (a draft that never
+pays costs at most that share). What a statistic saw decays by
 ``AUTO_DECAY`` at each of its own steps, so the text at hand soon outweighs earlier text and
 a way that stops paying is dropped within a few dozen of its steps; and everything decays by
 ``AUTO_FORGET`` every step, so a way written off regains its optimism slowly and is probed
@@ -32,6 +36,8 @@ from etspec.contract import (
     AUTO_DECAY,
     AUTO_FORGET,
     AUTO_MAX_CHAIN,
+    AUTO_PROBE_CREDIT_STEPS,
+    AUTO_PROBE_SHARE,
     AUTO_REQUEST_DECAY,
     AUTO_Z,
     message,
@@ -144,6 +150,12 @@ class DepthAcceptance:
         the bonus) plus ``z`` standard errors: each depth's error (its estimate over its
         count) carried to the tokens by the share of steps that reach it (the delta
         method), so a depth's doubt counts only as much as the steps that would use it."""
+        return self.bounds_by_length(longest, z, prior)[1]
+
+    def bounds_by_length(
+        self, longest: int, z: float, prior: DepthAcceptance | None = None
+    ) -> tuple[list[float], list[float]]:
+        """(``tokens_by_length`` with no errors, with ``z`` of them), in one pass."""
         est = self.estimates(longest, prior)
         probs = [p for p, _ in est]
         counts = [n for _, n in est]
@@ -152,9 +164,12 @@ class DepthAcceptance:
             reach.append(reach[-1] * p)
         # (One pass for every length, the dispatcher's per-step arithmetic: a length's
         # figures are those ``tokens(length)`` computes, in the C++ twin's order.)
-        out, total = [], reach[0]
+        means: list[float] = []
+        out: list[float] = []
+        total = reach[0]
         for length in range(1, longest + 1):
             total += reach[length]
+            means.append(total)
             if not z:
                 out.append(total)
                 continue
@@ -165,7 +180,7 @@ class DepthAcceptance:
                 g = tail / p
                 var += g * g * p * (1 - p) / (counts[d - 1] + 2)
             out.append(min(length + 1.0, total + z * math.sqrt(var)))
-        return out
+        return means, out
 
 
 @dataclass
@@ -191,6 +206,8 @@ class Dispatcher(TreePolicy):
 
     def __post_init__(self) -> None:
         self._context = ""  # the last choice's (``_context``)
+        self._credit: float | None = None  # the probe account (``AUTO_PROBE_SHARE``), s
+        self._probing: float | None = None  # the last choice was a probe: the best mean rate
         self.shapes = [s for s in self.shapes if s.cost.max_nodes]
         if not self.shapes and not self.lookup:
             raise EtspecError(message("auto_no_candidates"))
@@ -225,42 +242,57 @@ class Dispatcher(TreePolicy):
     def choose(self, offer: Offer | None = None, height: int = 1 << 30) -> Choice:
         costs, z = self.costs(), AUTO_Z
         context = self.contexts.get(_context(offer)) or DepthAcceptance()
-        chains = (
-            context.tokens_by_length(min(self._longest, height), z, self.chains)
-            if self._longest
-            else []
-        )
-        best: tuple[float, Choice] | None = None
+        longest = min(self._longest, height)
+        means, chains = context.bounds_by_length(longest, z, self.chains)
+        # The best way by optimism (``best``) and by its mean alone (``sure``): (rate, mean
+        # rate, choice) each.
+        best: tuple[float, float, Choice] | None = None
+        sure: tuple[float, Choice] | None = None
         if self.decode:
-            best = (1.0 / costs.predict(self.nothing.cost, self.widths), Choice(self.nothing))
+            rate = 1.0 / costs.predict(self.nothing.cost, self.widths)
+            best, sure = (rate, rate, Choice(self.nothing)), (rate, Choice(self.nothing))
         for shape in self.shapes:
             cost = shape.cost
             if _chain(shape):
                 # The budget's last tokens: a chain grows what is left (a shorter chain, also
                 # a candidate, then ties with it and comes first).
                 cost = chain_cost(min(cost.max_height, height))
-                tokens = chains[cost.max_height - 1]
+                tokens, mean = chains[cost.max_height - 1], means[cost.max_height - 1]
             else:
-                upper = self.trees[shape.name].upper(z)
+                rec = self.trees[shape.name]
+                upper = rec.upper(z)
                 tokens = cost.max_height + 1.0 if upper is None else upper
-            tokens = min(tokens, cost.max_height + 1.0)
-            rate = tokens / costs.predict(cost, self.widths)
+                mean = rec.tokens / rec.steps if rec.steps > 0 else 0.0  # never run: unknown
+            seconds = costs.predict(cost, self.widths)
+            rate = min(tokens, cost.max_height + 1.0) / seconds
+            mean_rate = min(mean, cost.max_height + 1.0) / seconds
             if best is None or rate > best[0]:
-                best = (rate, Choice(shape))
+                best = (rate, mean_rate, Choice(shape))
+            if sure is None or mean_rate > sure[0]:
+                sure = (mean_rate, Choice(shape))
         if self.lookup and offer is not None and offer.tokens:
             seen = self.evidence.get(offer.evidence) or DepthAcceptance()
             longest = min(len(offer.tokens), height, self.widths[-1] - 1)
-            by_length = seen.tokens_by_length(longest, z)
+            by_mean, by_length = seen.bounds_by_length(longest, z)
             for m in range(1, longest + 1):
-                tokens = by_length[m - 1]
-                rate = tokens / costs.predict(chain_cost(m), self.widths, model=False)
+                seconds = costs.predict(chain_cost(m), self.widths, model=False)
+                rate, mean_rate = by_length[m - 1] / seconds, by_mean[m - 1] / seconds
                 # Ties go to the lookup: it costs no draft call.
                 if best is None or rate >= best[0]:
-                    best = (rate, Choice(self.nothing, m))
-        if best is None:  # a lookup-only drafter with nothing to offer
+                    best = (rate, mean_rate, Choice(self.nothing, m))
+                if sure is None or mean_rate >= sure[0]:
+                    sure = (mean_rate, Choice(self.nothing, m))
+        if best is None or sure is None:  # a lookup-only drafter with nothing to offer
             return Choice(self.nothing)
         self._context = _context(offer)
-        return best[1]
+        self._probing = None
+        if best[1] < sure[0]:
+            # A probe: it runs only while the probe account is not in debt, and what it
+            # loses against the best mean rate is charged to it (``observe``).
+            if self._credit is not None and self._credit < 0:
+                return sure[1]
+            self._probing = sure[0]
+        return best[2]
 
     def _decay_all(self, factor: float) -> None:
         for acc in (self.chains, *self.contexts.values(), *self.evidence.values()):
@@ -273,6 +305,15 @@ class Dispatcher(TreePolicy):
 
     def observe(self, choice: Choice, step: StepOutcome) -> None:
         self._decay_all(AUTO_FORGET)
+        # The probe account: every step earns AUTO_PROBE_SHARE of its seconds (up to what
+        # AUTO_PROBE_CREDIT_STEPS such steps earn); a probe pays what it lost.
+        # It opens full, at the first step: a runner's first request may explore.
+        earned = AUTO_PROBE_SHARE * step.seconds
+        full = earned * AUTO_PROBE_CREDIT_STEPS
+        self._credit = full if self._credit is None else min(self._credit + earned, full)
+        if self._probing is not None:
+            self._credit -= max(0.0, step.seconds - step.emitted / self._probing)
+            self._probing = None
         shape = choice.shape
         name = f"lookup{choice.lookup}" if choice.lookup else shape.name
         self.runs[name] = self.runs.get(name, 0) + 1
@@ -287,13 +328,21 @@ class Dispatcher(TreePolicy):
                 seen.observe(step.height, step.accepted)
         elif _chain(shape):
             if step.height:
-                context = self.contexts.setdefault(self._context, DepthAcceptance())
-                for acc in (self.chains, context):
-                    acc.decay(AUTO_DECAY)
-                    acc.observe(step.height, step.accepted)
+                self._observe_chain(step.height, step.accepted)
         elif shape.name in self.trees:
             self.trees[shape.name].decay(AUTO_DECAY)
             self.trees[shape.name].add(step.emitted)
+            if step.main_height:
+                # Its first branch is the chain the draft would have drafted: chains learn
+                # from the trees' steps too, so a chain that accepts as often as a tree is
+                # not left at its prior once the trees have records.
+                self._observe_chain(step.main_height, step.main_accepted)
+
+    def _observe_chain(self, height: int, accepted: int) -> None:
+        context = self.contexts.setdefault(self._context, DepthAcceptance())
+        for acc in (self.chains, context):
+            acc.decay(AUTO_DECAY)
+            acc.observe(height, accepted)
 
     def estimate(self, shape: TreeShape) -> float:
         """Expected tokens/s of ``shape`` by the model (no optimism)."""

@@ -69,6 +69,8 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         self.geometry = DraftGeometry.of(meta, window)
         self.root = DraftRoot(torch.empty(0), torch.empty(0), 0)
         self.behind: list[Acceptance] = []  # committed, not yet fed to the draft
+        # The prompt not yet fed (prompt, first token, its target states): ``prefill`` queues.
+        self._prompt: tuple[list[int], int, torch.Tensor] | None = None
 
     def check_target(self, target: TargetMetadata) -> None:
         if target.vocab_size != self.meta.target_vocab_size:
@@ -108,10 +110,21 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
         self.program.run(DRAFT_RESET)
         self.root = DraftRoot(torch.empty(0), torch.empty(0), 0)
         self.behind = []
+        self._prompt = None
 
     def prefill(self, prompt: list[int], first_token: int, hidden: torch.Tensor | None) -> int:
+        # Queued, not run: the first proposal runs it (``catch_up``), so a request whose
+        # steps never draft (a draft that does not pay here) costs no draft call at all.
         assert hidden is not None
         self.behind = []
+        self._prompt = (prompt, first_token, hidden[: len(prompt)].clone())
+        return 0
+
+    def _prefill(self) -> int:
+        """Run the queued prefill; returns the calls made."""
+        assert self._prompt is not None
+        prompt, first_token, hidden = self._prompt
+        self._prompt = None
         geo = self.geometry
         tokens = torch.tensor([*prompt[1:], first_token], dtype=torch.long)
         n, total = self.meta.prefill_chunk, len(prompt)
@@ -186,14 +199,18 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
     def accept(self, acceptance: Acceptance) -> int:
         assert acceptance.hidden is not None
         # The rows are views of the verify's output, which the next call may overwrite.
-        self.behind.append(replace(acceptance, hidden=acceptance.hidden.clone()))
+        a = acceptance
+        self.behind.append(
+            Acceptance(a.position, a.tokens, a.nodes, a.next_token, a.hidden.clone())
+        )
         return 0
 
     def catch_up(self) -> int:
-        """Feed the queued acceptances to the draft, as few extend calls as hold them;
-        returns the calls made."""
+        """Run the queued prefill, then feed the queued acceptances to the draft, as few
+        extend calls as hold them; returns the calls made."""
+        calls = self._prefill() if self._prompt is not None else 0
         if not self.behind:
-            return 0
+            return calls
         first, last = self.behind[0], self.behind[-1]
         tokens = [t for a in self.behind for t in a.tokens]
         hidden = torch.cat([a.hidden for a in self.behind])  # type: ignore[misc]
@@ -203,7 +220,7 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
             hi = min(lo + widest, len(tokens))
             nxt = tokens[hi] if hi < len(tokens) else last.next_token
             self._extend(first.position + lo, tokens[lo:hi], nxt, hidden[lo:hi])
-        return math.ceil(len(tokens) / widest)
+        return calls + math.ceil(len(tokens) / widest)
 
     def _extend(self, start: int, tokens: list[int], next_token: int, hidden: torch.Tensor) -> None:
         """Write committed rows ``start..`` (``tokens``, each paired with the token after

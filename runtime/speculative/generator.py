@@ -221,6 +221,9 @@ class SpeculativeTokenGenerator:
         if calls:
             draft_s += now - t2
         allowed = choice.lookup or min(shape.cost.max_height, height)
+        # A tree's first branch is a chain step the dispatcher learns chains from.
+        chain = choice.lookup or isinstance(shape, ChainShape)
+        main = (0, 0) if chain else tree.first_branch(nodes)
         return verdict.next_token, StepOutcome(
             tree.max_depth,
             verdict.accepted,
@@ -231,6 +234,8 @@ class SpeculativeTokenGenerator:
             rows=self.target.verify_width_for(tree.capacity + 1),
             draft_s=draft_s if proposal.calls or calls else 0.0,
             draft_calls=proposal.calls + calls,
+            main_height=main[0],
+            main_accepted=main[1],
         )
 
 

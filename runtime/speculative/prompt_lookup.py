@@ -1,7 +1,8 @@
 """PromptLookupDraftRunner: model-free drafting by n-gram lookup in the sequence so far.
 
 It proposes the tokens that followed the most recent earlier occurrence of the last n
-tokens (longest n first), as in prompt-lookup decoding. It reads no target state and holds
+tokens (longest n first), as in prompt-lookup decoding, as a loop: a continuation that
+reaches the end of the text repeats itself. It reads no target state and holds
 no KV, which is the point: the speculative loop works unchanged over it.
 """
 
@@ -74,9 +75,9 @@ class PromptLookupDraftRunner(SpeculativeDraftRunner):
         return 0
 
     def match(self, max_tokens: int) -> tuple[int, list[int]]:
-        """(n, continuation): the length of the longest n-gram matched and at most
-        ``max_tokens`` tokens that followed its latest earlier occurrence; (0, []) when
-        nothing matches."""
+        """(n, continuation): the length of the longest n-gram matched and the
+        ``max_tokens`` tokens that followed its latest earlier occurrence (repeating those
+        up to the end of the text, when fewer followed); (0, []) when nothing matches."""
         seq, total = self._seq, self._len
         for n in range(min(self.max_ngram, total - 1), self.min_ngram - 1, -1):
             # Windows starting before the final n-gram itself (starts 0..total-n-1), each
@@ -87,8 +88,11 @@ class PromptLookupDraftRunner(SpeculativeDraftRunner):
                 hit &= seq[k : k + starts] == seq[starts + k]
             found = np.flatnonzero(hit)
             if found.size:
+                # Where the continuation runs into the end of the text, it goes on as it
+                # went (LZ77's overlapping copy): in a loop the latest match is one period
+                # back, and its continuation alone would be only that period long.
                 start = int(found[-1]) + n
-                return n, seq[start : min(start + max_tokens, total)].tolist()
+                return n, seq[start + np.arange(max_tokens) % (total - start)].tolist()
         return 0, []
 
     def offer(self, max_tokens: int) -> Offer | None:

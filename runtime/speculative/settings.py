@@ -84,17 +84,26 @@ def fixed_shape(settings: TreeSettings, target: TargetMetadata) -> TreeShape:
 
 
 def tree_policy(
-    settings: TreeSettings, target: TargetMetadata, drafter: SpeculativeDraftRunner
+    settings: TreeSettings | TreePolicy, target: TargetMetadata, drafter: SpeculativeDraftRunner
 ) -> TreePolicy:
     """The policy ``settings`` ask for on ``target`` with ``drafter``: ``auto`` weighs a
-    plain decode, the drafter's offers and the model shapes it can grow; a fixed shape is
-    itself, or, for a drafter that also offers (prompt lookup beside a model), weighed
-    against the offers."""
+    plain decode, the drafter's offers and the model shapes it can grow; a fixed shape (or
+    a policy given as such) is itself, or, for a drafter that also offers (prompt lookup
+    beside a model) and a shape, weighed against the offers."""
     widths = target.verify_widths
+    if not isinstance(settings, TreeSettings):
+        if isinstance(settings, TreeShape) and settings.cost.max_nodes:
+            return _against_offers(settings, widths, drafter)
+        return settings
     if settings.mode == "auto":
         shapes = auto_candidates(target, drafter.branching) if drafter.has_model else []
         return Dispatcher(shapes, widths, decode=True, lookup=drafter.offers)
-    shape = fixed_shape(settings, target)
+    return _against_offers(fixed_shape(settings, target), widths, drafter)
+
+
+def _against_offers(
+    shape: TreeShape, widths: tuple[int, ...], drafter: SpeculativeDraftRunner
+) -> TreePolicy:
     if drafter.offers and drafter.has_model:
         return Dispatcher([shape], widths, decode=False, lookup=True)
     return shape

@@ -12,6 +12,7 @@ dispatcher (``dispatcher.Dispatcher``) picks from measured costs and acceptance.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -136,8 +137,10 @@ def top(scores: torch.Tensor, n: int) -> torch.Tensor:
     return torch.sort(scores, descending=True, stable=True).indices[:n]
 
 
+@functools.cache
 def chain_cost(length: int) -> ShapeCost:
-    """What a chain of ``length`` draft tokens costs (0: a step that drafts nothing)."""
+    """What a chain of ``length`` draft tokens costs (0: a step that drafts nothing); one
+    frozen record per length (the dispatcher asks for each length at every step)."""
     return ShapeCost(length, length, max(length - 1, 0), max(length - 1, 0))
 
 

@@ -7,6 +7,7 @@ that use it, so they import one another in one direction only.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -106,6 +107,11 @@ class StepOutcome:
     rows: int = 0
     draft_s: float = 0.0
     draft_calls: int = 0
+    # A tree's first branch (from the root, each node's first child: the chain of the
+    # draft's top-ranked tokens, which a chain step of that length would have drafted): how
+    # deep it went and how many of its tokens the step accepted. 0 for a chain or a lookup.
+    main_height: int = 0
+    main_accepted: int = 0
 
     @property
     def emitted(self) -> int:
@@ -130,11 +136,16 @@ class StepCosts:
         kind = step_kind(cost)
         if cost.max_nodes == 0:
             return self.decode_s + self.overhead_s.get(kind, 0.0)
-        width = next(w for w in widths if w >= cost.max_nodes + 1)
+        width = _narrowest(widths, cost.max_nodes + 1)
         calls = 0
         if model:  # the extend that catches the draft up, then its levels
             calls = 1 + max(cost.levels, math.ceil(cost.fed_nodes / max(self.step_width, 1)))
         return self.verify_s[width] + calls * self.draft_s + self.overhead_s.get(kind, 0.0)
+
+
+@functools.cache
+def _narrowest(widths: tuple[int, ...], rows: int) -> int:
+    return next(w for w in widths if w >= rows)
 
 
 def step_kind(cost: ShapeCost) -> str:

@@ -68,6 +68,19 @@ class DraftTree:
         """Valid children of every row, in row order (shared between trees: read only)."""
         return _children(self.parent_list, tuple(self.valid.tolist()))
 
+    def first_branch(self, path: Sequence[int]) -> tuple[int, int]:
+        """(How deep the first branch goes, how many of its nodes ``path`` accepted): the
+        branch from the root through each row's first child, which every drafter here ranks
+        first (its top token), so it is the chain a chain step would have drafted.
+        ``path`` is the accepted rows, root first."""
+        children, row, height, accepted = self.children, 0, 0, 0
+        while children[row]:
+            row = children[row][0]
+            height += 1
+            if accepted == height - 1 and height < len(path) and path[height] == row:
+                accepted = height
+        return height, accepted
+
     @classmethod
     def build(cls, root: int, tokens: Sequence[int], parents: Sequence[int]) -> DraftTree:
         """From draft nodes 1..M given as ``tokens`` and ``parents`` (0 is the root).

@@ -85,6 +85,10 @@ int main(int argc, char** argv) {
         step.draft_calls = 1 + shape.levels;
         step.draft_s = step.draft_calls * costs.draft_s * slow;
         step.seconds = step.target_s + step.draft_s + 0.0004 * slow;
+        if (shape.max_nodes > shape.max_height) {  // a tree: its first branch one short
+          step.main_height = shape.max_height - 1;
+          step.main_accepted = std::min(depths[i], step.main_height);
+        }
         name = shape.name;
       }
       policy.observe(choice, step);

@@ -59,10 +59,11 @@ def _python(req: dict) -> dict:  # type: ignore[type-arg]
             target_s = costs.verify_s[rows] * slow
             calls = 1 + cost.levels
             draft_s = calls * costs.draft_s * slow
+            main = cost.max_height - 1 if cost.max_nodes > cost.max_height else 0
             step = StepOutcome(
                 cost.max_height, min(depth, cost.max_height),
                 target_s + draft_s + 0.0004 * slow, cost.max_height, None,
-                target_s, rows, draft_s, calls,
+                target_s, rows, draft_s, calls, main, min(depth, main),
             )  # fmt: skip
             name = choice.shape.name
         policy.observe(choice, step)

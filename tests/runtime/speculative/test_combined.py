@@ -57,7 +57,8 @@ def _combined(history: list[int]) -> CombinedDraftRunner:
 def test_the_lookup_is_offered_and_the_model_proposes() -> None:
     runner = _combined([1, 2, 3, 9, 1, 2, 3])
     offer = runner.offer(7)
-    assert offer == Offer([9, 1, 2, 3], "ngram3")  # what followed the latest 3-gram match
+    # What followed the latest 3-gram match, up to the end, then again (the text as a loop).
+    assert offer == Offer([9, 1, 2, 3, 9, 1, 2], "ngram3")
     assert runner.offer(2) == Offer([9, 1], "ngram3")
     assert runner.propose(CHAIN, 20, GREEDY).tokens == [0, 0, 0]
     assert isinstance(runner.model, _Model) and runner.model.proposals == 1

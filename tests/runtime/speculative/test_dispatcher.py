@@ -13,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from etspec.contract import AUTO_COST_MIN_CALLS, AUTO_REPROBE_STEPS, TargetMetadata
+from etspec.contract import (
+    AUTO_COST_MIN_CALLS,
+    AUTO_PROBE_SHARE,
+    AUTO_REPROBE_STEPS,
+    TargetMetadata,
+)
 from etspec.errors import EtspecError
 from etspec.runtime.spec import TreeSettings
 from etspec.runtime.speculative.costs import DECODE, CostModel, verify_key
@@ -24,6 +29,7 @@ from etspec.runtime.speculative.settings import auto_candidates, parse_shape, tr
 from etspec.runtime.speculative.shapes import ChainShape, Choice, NoDraftShape, TreeShape
 from etspec.runtime.speculative.static_tree import StaticTree
 from etspec.runtime.speculative.step import Offer, StepCosts, StepOutcome
+from etspec.runtime.speculative.tree import DraftTree
 
 WIDTHS = (4, 8, 16)
 COSTS = StepCosts({4: 1.0, 8: 1.5, 16: 3.0}, draft_s=0.2, step_width=4, decode_s=0.8)
@@ -253,6 +259,46 @@ def test_auto_stops_speculating_where_it_does_not_pay(rates: list[float], specul
         assert rate >= 0.98 / COSTS.decode_s
 
 
+@pytest.mark.parametrize("shapes", ["chains", "chains and trees"])
+def test_probes_of_a_draft_that_never_agrees_cost_at_most_the_probe_share(shapes: str) -> None:
+    """A draft that agrees with nothing, over 40 requests of 128 steps (each request
+    halves what was seen, so the draft looks worth a probe again at every start): what the
+    probes lose stays within AUTO_PROBE_SHARE of the time, plus the account's opening
+    credit (one request's worth) and one probe (about 10% without the account)."""
+    trees = [StaticTree.pruned(7), DynamicTree(3, 4, 16)] if shapes != "chains" else []
+    policy = _dispatcher([*_chains(), *trees])
+    seconds = tokens = 0.0
+    for _ in range(40):
+        policy.begin()
+        for _ in range(128):
+            choice = policy.choose(None, 1 << 20)
+            step = _step(choice, 0, COSTS)
+            policy.observe(choice, step)
+            seconds, tokens = seconds + step.seconds, tokens + step.emitted
+    alone = tokens * COSTS.decode_s
+    # The account earns its share of every step (probes' included) and may run one probe
+    # into debt: its dearest probe's loss is the most it overdraws. (The first step also
+    # runs a chain on the prior's mean alone: one more step's loss.)
+    dearest = max(COSTS.predict(s.cost, WIDTHS) for s in policy.shapes) - COSTS.decode_s
+    opening = AUTO_PROBE_SHARE * 128 * COSTS.decode_s
+    assert seconds - alone <= AUTO_PROBE_SHARE * seconds + opening + 2 * dearest
+
+
+def test_tree_steps_teach_the_chains_by_their_first_branch() -> None:
+    """A tree's first branch is the chain the draft would have drafted: a step that accepted
+    two of its first branch's three tokens counts as a chain3 step that accepted two."""
+    policy = _dispatcher([ChainShape(3), StaticTree.pruned(7)])
+    tree = policy.shapes[1]
+    step = replace(_step(Choice(tree), 2, COSTS), main_height=3, main_accepted=2)
+    policy.observe(Choice(tree), step)
+    assert policy.chains.reached == [1, 1, 1] and policy.chains.accepted == [1, 1, 0]
+    # The branch from the root through each first child, and how far a path followed it.
+    built = DraftTree.build(5, [10, 11, 12, 13, 14], [0, 0, 1, 1, 3])  # rows 1, 3, 5 first
+    assert built.first_branch([0, 1, 3, 5]) == (3, 3)
+    assert built.first_branch([0, 1, 4]) == (3, 1)
+    assert built.first_branch([0, 2]) == (3, 0)
+
+
 def test_auto_cuts_each_lookup_offer_by_its_evidence() -> None:
     """Sampled prompt lookup on a base model: 1-gram matches accept ~0.2 per depth, 3-gram
     ones ~0.9. The dispatcher decodes instead of verifying 1-gram matches, verifies 3-gram
@@ -330,6 +376,9 @@ def test_auto_tries_both_and_picks_between_chain_and_tree(tree_accepts: int, win
 
     _, first = _run(policy, costs, 10, accept)
     assert len(first) == 2  # both tried early, while their bounds are wide
+    # Probes take at most AUTO_PROBE_SHARE of the time: the choice settles within a few
+    # hundred steps (an unlucky first look at chain3 is looked at again that slowly).
+    _run(policy, costs, 400, accept)
     rate, used = _run(policy, costs, 400, accept)
     assert used[tree.name if winner == "tree" else "chain3"] > 0.7 * 400
     # Within 5% of the better one's expectation (chain3: 1.544 tokens in 1.45 s).
@@ -352,18 +401,34 @@ def test_a_fixed_shape_weighed_against_offers_never_decodes() -> None:
 
 def test_auto_keeps_choosing_under_background_load() -> None:
     """Every call slowed by a burst now and then (a background process on the same cores):
-    the costs are medians of recent calls, so the choice holds, and the draft keeps running
-    where it pays (the least-of-five probe alone put it in 1-2% of steps under load)."""
-    rng = random.Random(9)
-    draw = _geometric(rng, [0.55])
-    policy = _dispatcher(_chains())
+    the costs are medians of recent calls, so the choice holds: within 5% of the best fixed
+    way under the same bursts, and ahead of decoding alone (the least-of-five probe alone
+    put the draft in 1-2% of steps under load). chain2 pays 5% over a decode here, so a
+    look at its mean below the decode's is common: the draft then runs on its mean or as a
+    probe (AUTO_PROBE_SHARE), not on every step."""
 
-    def slow() -> float:
-        return 3.0 if rng.random() < 0.1 else 1.0 + rng.uniform(0, 0.3)
+    def rate_of(policy: Dispatcher | TreeShape) -> float:
+        rng = random.Random(9)
+        draw = _geometric(rng, [0.55])
 
-    _run(policy, COSTS, 200, lambda c: draw(_height(c)), slow=slow)
-    _, used = _run(policy, COSTS, 1000, lambda c: draw(_height(c)), slow=slow)
-    assert used["none"] < 0.05 * 1000, used
+        def slow() -> float:
+            return 3.0 if rng.random() < 0.1 else 1.0 + rng.uniform(0, 0.3)
+
+        if not isinstance(policy, Dispatcher):
+            tokens, seconds = 0, 0.0
+            for _ in range(1200):
+                step = _step(Choice(policy), draw(policy.cost.max_height), COSTS, slow())
+                tokens, seconds = tokens + step.emitted, seconds + step.seconds
+            return tokens / seconds
+        _run(policy, COSTS, 200, lambda c: draw(_height(c)), slow=slow)
+        rate, used = _run(policy, COSTS, 1000, lambda c: draw(_height(c)), slow=slow)
+        assert used["none"] < 0.6 * 1000, used
+        return rate
+
+    auto = rate_of(_dispatcher(_chains()))
+    fixed = [rate_of(ChainShape(n)) for n in (1, 2, 3)]
+    assert auto >= 0.95 * max(fixed)
+    assert auto > 1.03 * rate_of(NoDraftShape())
 
 
 def test_auto_candidates_follow_the_artifact() -> None:

@@ -17,13 +17,14 @@ SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[Heal
 def reference(history: list[int], longest: int, shortest: int, most: int) -> tuple[int, list[int]]:
     """The longest n-gram ending the history (n from ``longest`` down to ``shortest``) that
     also occurs earlier, starting before the final one; what followed its latest such
-    occurrence."""
+    occurrence, repeated to ``most`` tokens when fewer followed."""
     total = len(history)
     for n in range(min(longest, total - 1), shortest - 1, -1):
         tail = history[total - n :]
         for start in range(total - n - 1, -1, -1):
             if history[start : start + n] == tail:
-                return n, history[start + n : start + n + most]
+                period = total - start - n  # what followed, up to the end, repeats
+                return n, [history[start + n + k % period] for k in range(most)]
     return 0, []
 
 
@@ -52,6 +53,6 @@ def test_match_finds_the_latest_occurrence_of_the_longest_ngram(  # type: ignore
 def test_reset_forgets_the_history() -> None:
     runner = PromptLookupDraftRunner(3)
     runner.prefill([1, 2, 1], 2, None)
-    assert runner.match(4) == (2, [1, 2])
+    assert runner.match(4) == (2, [1, 2, 1, 2])  # [1, 2] followed [1, 2]: a loop
     runner.reset()
     assert runner.history == [] and runner.match(4) == (0, [])

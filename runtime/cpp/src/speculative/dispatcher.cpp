@@ -137,32 +137,44 @@ Choice Dispatcher::choose(const Offer* offer, int64_t height) {
   const DepthAcceptance none;
   const auto found = contexts_.find(context_of(offer));
   const DepthAcceptance& context = found == contexts_.end() ? none : found->second;
+  // The best way by optimism (`best`) and by its mean alone (`sure`).
   bool any = false;
-  double best_rate = 0;
-  Choice best;
-  const auto take = [&](double rate, Choice choice, bool ties) {
+  double best_rate = 0, best_mean = 0, sure_rate = 0;
+  Choice best, sure;
+  const auto take = [&](double rate, double mean_rate, Choice choice, bool ties) {
     if (!any || rate > best_rate || (ties && rate >= best_rate)) {
-      any = true;
       best_rate = rate;
+      best_mean = mean_rate;
       best = choice;
     }
+    if (!any || mean_rate > sure_rate || (ties && mean_rate >= sure_rate)) {
+      sure_rate = mean_rate;
+      sure = choice;
+    }
+    any = true;
   };
-  if (decode_) take(1.0 / costs.predict(*nothing_, widths_), {nothing_.get(), 0}, false);
+  if (decode_) {
+    const double rate = 1.0 / costs.predict(*nothing_, widths_);
+    take(rate, rate, {nothing_.get(), 0}, false);
+  }
   for (const auto& s : shapes_) {
-    double tokens, seconds;
+    double tokens, mean, seconds;
     int64_t deepest = s->max_height;
     if (is_chain(*s)) {
       // The budget's last tokens: a chain grows what is left (a shorter chain, also a
       // candidate, then ties with it and comes first).
       deepest = std::min(s->max_height, height);
       tokens = context.tokens(deepest, z, &chains_);
+      mean = context.tokens(deepest, 0.0, &chains_);
       seconds = costs.predict_chain(deepest, widths_);
     } else {
-      tokens = trees_.at(s->name).upper(z).value_or(deepest + 1.0);
+      const StepRecord& rec = trees_.at(s->name);
+      tokens = rec.upper(z).value_or(deepest + 1.0);
+      mean = rec.steps > 0 ? rec.tokens / rec.steps : 0.0;  // never run: unknown
       seconds = costs.predict(*s, widths_);
     }
-    tokens = std::min(tokens, deepest + 1.0);
-    take(tokens / seconds, {s.get(), 0}, false);
+    take(std::min(tokens, deepest + 1.0) / seconds, std::min(mean, deepest + 1.0) / seconds,
+         {s.get(), 0}, false);
   }
   if (lookup_ && offer != nullptr && !offer->tokens.empty()) {
     const auto seen_it = evidence_.find(offer->evidence);
@@ -170,13 +182,21 @@ Choice Dispatcher::choose(const Offer* offer, int64_t height) {
     const int64_t longest =
         std::min({static_cast<int64_t>(offer->tokens.size()), height, widths_.back() - 1});
     for (int64_t m = 1; m <= longest; ++m) {
-      const double tokens = seen.tokens(m, z);
+      const double seconds = costs.predict_chain(m, widths_, false);
       // Ties go to the lookup: it costs no draft call.
-      take(tokens / costs.predict_chain(m, widths_, false), {nothing_.get(), m}, true);
+      take(seen.tokens(m, z) / seconds, seen.tokens(m, 0.0) / seconds, {nothing_.get(), m},
+           true);
     }
   }
   if (!any) return {nothing_.get(), 0};  // a lookup-only drafter with nothing to offer
   context_ = context_of(offer);
+  probing_ = 0;
+  if (best_mean < sure_rate) {
+    // A probe: it runs only while the probe account is not in debt, and what it loses
+    // against the best mean rate is charged to it (observe).
+    if (credit_ < 0) return sure;
+    probing_ = sure_rate;
+  }
   return best;
 }
 
@@ -189,6 +209,17 @@ void Dispatcher::decay_all(double factor) {
 
 void Dispatcher::observe(const Choice& choice, const StepOutcome& step) {
   decay_all(contract::kAutoForget);
+  // The probe account: every step earns kAutoProbeShare of its seconds (up to what
+  // kAutoProbeCreditSteps such steps earn); a probe pays what it lost.
+  // It opens full, at the first step: a runner's first request may explore.
+  const double earned = contract::kAutoProbeShare * step.seconds;
+  const double full = earned * contract::kAutoProbeCreditSteps;
+  credit_ = opened_ ? std::min(credit_ + earned, full) : full;
+  opened_ = true;
+  if (probing_ > 0) {
+    credit_ -= std::max(0.0, step.seconds - step.emitted() / probing_);
+    probing_ = 0;
+  }
   const TreeShape& shape = *choice.shape;
   const bool chain = choice.lookup || is_chain(shape);
   const int64_t nodes = chain ? step.height : shape.max_nodes;
@@ -202,15 +233,21 @@ void Dispatcher::observe(const Choice& choice, const StepOutcome& step) {
       seen.observe(step.height, step.accepted);
     }
   } else if (is_chain(shape)) {
-    if (step.height) {
-      for (DepthAcceptance* acc : {&chains_, &contexts_[context_]}) {
-        acc->decay(contract::kAutoDecay);
-        acc->observe(step.height, step.accepted);
-      }
-    }
+    if (step.height) observe_chain(step.height, step.accepted);
   } else if (trees_.count(shape.name)) {
     trees_[shape.name].decay(contract::kAutoDecay);
     trees_[shape.name].add(step.emitted());
+    // Its first branch is the chain the draft would have drafted: chains learn from the
+    // trees' steps too, so a chain that accepts as often as a tree is not left at its prior
+    // once the trees have records.
+    if (step.main_height) observe_chain(step.main_height, step.main_accepted);
+  }
+}
+
+void Dispatcher::observe_chain(int64_t height, int64_t accepted) {
+  for (DepthAcceptance* acc : {&chains_, &contexts_[context_]}) {
+    acc->decay(contract::kAutoDecay);
+    acc->observe(height, accepted);
   }
 }
 

@@ -4,7 +4,8 @@
 // evidence) and each model shape (chains pooled by depth, and per context: the offer's
 // evidence or none; trees on their own steps). Each is rated by its optimistic tokens per
 // step (contract::kAutoZ standard errors over the mean) over its predicted seconds
-// (speculative/costs.h CostModel), and the best runs; what was seen decays by
+// (speculative/costs.h CostModel), and the best runs (a probe, best on optimism but not on its
+// mean, only while probes have lost at most contract::kAutoProbeShare); what was seen decays by
 // contract::kAutoDecay a step. The same arithmetic as the Python class, in the same order: on
 // the same recorded outcomes both choose the same way at every step
 // (tests/runtime/cpp/test_cpp_dispatcher.py).
@@ -66,6 +67,7 @@ class Dispatcher : public TreePolicy {
 
  private:
   void decay_all(double factor);
+  void observe_chain(int64_t height, int64_t accepted);  // chain acceptance, pooled and in context
 
   std::vector<std::unique_ptr<TreeShape>> shapes_;
   std::unique_ptr<TreeShape> nothing_;
@@ -77,6 +79,9 @@ class Dispatcher : public TreePolicy {
   std::map<std::string, StepRecord> trees_;
   std::map<std::string, DepthAcceptance> evidence_;  // the lookup's, per evidence
   std::string context_;                              // the last choice's
+  double credit_ = 0;    // the probe account (contract::kAutoProbeShare), seconds
+  bool opened_ = false;  // a step was observed (the account opens full)
+  double probing_ = 0;  // the last choice was a probe: the best mean rate (0: it was not)
 };
 
 // --tree auto's model shapes (settings.auto_candidates): chains of 1..kAutoMaxChain that

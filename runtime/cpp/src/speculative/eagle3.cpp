@@ -73,11 +73,26 @@ void Eagle3DraftRunner::reset() {
   program_.run(contract::kDRAFT_RESET, {});
   root_ = DraftRoot{};
   behind_.clear();
+  pending_ = false;
 }
 
 int64_t Eagle3DraftRunner::prefill(const std::vector<int64_t>& prompt, int64_t first,
                              const Tensor& hidden) {
+  // Queued, not run: the first proposal runs it (catch_up), so a request whose steps never
+  // draft (a draft that does not pay here) costs no draft call at all.
   behind_.clear();
+  pending_ = true;
+  pending_prompt_ = prompt;
+  pending_first_ = first;
+  pending_hidden_ = hidden;
+  return 0;
+}
+
+int64_t Eagle3DraftRunner::run_prefill() {
+  pending_ = false;
+  const std::vector<int64_t>& prompt = pending_prompt_;
+  const int64_t first = pending_first_;
+  const Tensor& hidden = pending_hidden_;
   // Row j pairs the target state at j with the token at j + 1 (the EAGLE alignment).
   std::vector<int64_t> tokens(prompt.begin() + 1, prompt.end());
   tokens.push_back(first);
@@ -147,7 +162,8 @@ int64_t Eagle3DraftRunner::accept(const Acceptance& acceptance) {
 }
 
 int64_t Eagle3DraftRunner::catch_up() {
-  if (behind_.empty()) return 0;
+  int64_t calls = pending_ ? run_prefill() : 0;
+  if (behind_.empty()) return calls;
   const int64_t start = behind_.front().position, last_next = behind_.back().next_token;
   std::vector<int64_t> tokens;
   std::vector<float> hidden;
@@ -159,7 +175,6 @@ int64_t Eagle3DraftRunner::catch_up() {
   const int64_t total = tokens.size(), th = hidden.size() / total;
   const auto& widths = program_.meta.extend_widths;
   const int64_t widest = *std::max_element(widths.begin(), widths.end());
-  int64_t calls = 0;
   for (int64_t lo = 0; lo < total; lo += widest, ++calls) {
     const int64_t hi = std::min(lo + widest, total);
     extend(start + lo, {tokens.begin() + lo, tokens.begin() + hi},

@@ -40,8 +40,10 @@ class Eagle3DraftRunner : public SpeculativeDraftRunner {
 
  private:
   MaskLayout layout() const { return {program_.meta.max_context, program_.meta.cache_size}; }
-  // Feeds the queued acceptances in as few extend calls as hold them; returns the calls.
+  // Runs the queued prefill, then feeds the queued acceptances in as few extend calls as
+  // hold them; returns the calls.
   int64_t catch_up();
+  int64_t run_prefill();  // the queued prefill; returns the calls
   // Writes committed rows `start..` (`tokens`, each paired with the token after it, `next`
   // for the last) from the target's states; the last row's output is the next root.
   void extend(int64_t start, const std::vector<int64_t>& tokens, int64_t next,
@@ -56,6 +58,11 @@ class Eagle3DraftRunner : public SpeculativeDraftRunner {
   // Committed, not yet fed to the draft: accept only queues, so a step that drafts nothing
   // or that prompt lookup proposed costs no draft call (eagle3.py).
   std::vector<Acceptance> behind_;
+  // The prompt not yet fed (prefill queues it): its tokens, the first token, its states.
+  bool pending_ = false;
+  std::vector<int64_t> pending_prompt_;
+  int64_t pending_first_ = 0;
+  Tensor pending_hidden_;
 };
 
 // Hides committed columns [0, committed) more than `window - 1` positions behind each row of

@@ -31,8 +31,12 @@ std::pair<int64_t, std::vector<int64_t>> PromptLookupDraftRunner::match(int64_t 
     const auto tail = history_.end() - n;
     for (int64_t s = total - 1 - n; s >= 0; --s) {
       if (std::equal(tail, history_.end(), history_.begin() + s)) {
-        const int64_t start = s + n, end = std::min(total, start + max_tokens);
-        return {n, {history_.begin() + start, history_.begin() + end}};
+        // Where the continuation runs into the end of the text, it goes on as it went
+        // (LZ77's overlapping copy): in a loop the latest match is one period back.
+        const int64_t start = s + n, period = total - start;
+        std::vector<int64_t> tokens(std::max<int64_t>(max_tokens, 0));
+        for (int64_t k = 0; k < max_tokens; ++k) tokens[k] = history_[start + k % period];
+        return {n, std::move(tokens)};
       }
     }
   }

@@ -29,8 +29,9 @@ class PromptLookupDraftRunner : public SpeculativeDraftRunner {
   void memory(std::map<std::string, int64_t>& out) const override {}
   bool needs_hidden() const override { return false; }
   bool branching() const override { return false; }
-  // The longest n-gram matched and at most `max_tokens` tokens that followed its latest
-  // earlier occurrence; {0, {}} when nothing matches.
+  // The longest n-gram matched and the `max_tokens` tokens that followed its latest earlier
+  // occurrence (repeating those up to the end of the text, when fewer followed); {0, {}}
+  // when nothing matches.
   std::pair<int64_t, std::vector<int64_t>> match(int64_t max_tokens) const;
 
  private:

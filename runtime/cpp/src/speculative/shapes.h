@@ -62,6 +62,11 @@ struct StepOutcome {
   int64_t rows = 0;
   double draft_s = 0;
   int64_t draft_calls = 0;
+  // A tree's first branch (from the root, each node's first child: the chain of the draft's
+  // top-ranked tokens, which a chain step of that length would have drafted): how deep it went
+  // and how many of its tokens the step accepted. 0 for a chain or a lookup.
+  int64_t main_height = 0;
+  int64_t main_accepted = 0;
   int64_t emitted() const { return accepted + 1; }
 };
 

@@ -25,4 +25,17 @@ DraftTree DraftTree::build(int64_t root, const Proposal& proposal) {
   return tree;
 }
 
+std::pair<int64_t, int64_t> DraftTree::first_branch(const std::vector<int64_t>& path) const {
+  int64_t row = 0, height = 0, accepted = 0;
+  while (!children[row].empty()) {
+    row = children[row][0];
+    ++height;
+    if (accepted == height - 1 && height < static_cast<int64_t>(path.size()) &&
+        path[height] == row) {
+      accepted = height;
+    }
+  }
+  return {height, accepted};
+}
+
 }  // namespace etspec

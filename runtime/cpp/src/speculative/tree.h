@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "speculative/shapes.h"
@@ -20,6 +21,10 @@ struct DraftTree {
   // Refuses a proposal whose parents are not in [0, i) (a draft runner's bug).
   static DraftTree build(int64_t root, const Proposal& proposal);
   int64_t size() const { return static_cast<int64_t>(tokens.size()) - 1; }  // draft nodes
+  // {How deep the first branch goes, how many of its nodes `path` (the accepted rows, root
+  // first) accepted}: the branch through each row's first child, the drafter's top token, so
+  // the chain a chain step would have drafted (tree.py's first_branch).
+  std::pair<int64_t, int64_t> first_branch(const std::vector<int64_t>& path) const;
 };
 
 }  // namespace etspec
