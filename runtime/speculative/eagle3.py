@@ -184,7 +184,9 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
             )
 
     def expansion(self) -> Eagle3Expansion:
-        """A fresh ``Expander`` over the draft from the current root (one proposal's)."""
+        """A fresh ``Expander`` over the draft from the current root (one proposal's), the
+        queued prefill and acceptances fed first."""
+        self.catch_up()
         return Eagle3Expansion(
             self.program, self.geometry, self.root, self.target_ids, self.target_id_of
         )

@@ -29,15 +29,18 @@ def test_windowed_root_equals_a_draft_that_only_saw_the_window(artifacts) -> Non
     windowed = Eagle3DraftRunner(draft, window=window)
     windowed.reset()
     windowed.prefill(prompt, first, pre.hidden)
+    windowed.catch_up()  # the prefill waits for the first proposal: run it now
     root = windowed.root.logits[0].clone()
 
     alone = Eagle3DraftRunner(draft)
     alone.reset()
     alone.prefill(prompt[-window:], first, pre.hidden[-window:])
+    alone.catch_up()
     assert max_diff(root, alone.root.logits[0]) < 1e-4
 
     alone.reset()
     alone.prefill(prompt, first, pre.hidden)
+    alone.catch_up()
     assert max_diff(root, alone.root.logits[0]) > 1e-3  # the window changed what it saw
 
 
@@ -83,3 +86,29 @@ def test_window_must_be_positive(artifacts) -> None:  # type: ignore[no-untyped-
     _, draft = pair_programs(artifacts.draft(), "pte")
     with pytest.raises(EtspecError, match="draft window must be at least 1 token, got 0"):
         Eagle3DraftRunner(draft, window=0)
+
+
+def test_the_prefill_waits_for_the_first_proposal(artifacts) -> None:  # type: ignore[no-untyped-def]
+    """A request whose steps never draft (a draft that does not pay here) runs no draft
+    call: the prefill is queued and runs with the first catch-up, to the same root."""
+    target, draft = pair_programs(artifacts.draft(), "eager", step_width=4)
+    prompt = torch.randint(0, target.metadata.vocab_size, (13,),
+                           generator=torch.Generator().manual_seed(5)).tolist()  # fmt: skip
+    target.run("target_reset")
+    pre = prefill_target(target, torch.tensor(prompt))
+    first = int(pre.logits.argmax())
+    runner = Eagle3DraftRunner(draft)
+    runner.reset()
+    calls: list[str] = []
+    run = draft.run
+    draft.run = lambda method, *a: calls.append(method) or run(method, *a)  # type: ignore[method-assign]
+    assert runner.prefill(prompt, first, pre.hidden) == 0 and calls == []
+    chunks = -(-len(prompt) // draft.metadata.prefill_chunk)
+    assert runner.catch_up() == chunks and calls == ["draft_prefill"] * chunks
+    assert runner.catch_up() == 0 and len(calls) == chunks
+    root = runner.root.logits[0].clone()
+    draft.run = run  # type: ignore[method-assign]
+    again = Eagle3DraftRunner(draft)
+    again.reset()
+    again.prefill(prompt, first, pre.hidden)
+    assert torch.equal(again.expansion().root_logits, root)
