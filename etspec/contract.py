@@ -419,6 +419,13 @@ AUTO_REQUEST_DECAY = 0.5
 # all step time and no more: a probe runs only while that account is not in debt, else the
 # best way by its mean runs. A draft that never pays then costs at most this share.
 AUTO_PROBE_SHARE = 0.01
+# A chain's mean (what decides whether its step is a probe, and what runs while the account
+# is in debt) is what was seen: each depth's acceptance is drawn toward the shallower one's
+# (depth 1: toward none) with this many steps' weight, not the two steps of the optimistic
+# estimate's even prior. A draft never seen to agree is then never sure to pay, so every
+# step it runs is a probe the account charges, while a draft seen on dozens of steps keeps
+# a mean within a few percent of its own rate.
+AUTO_MEAN_PRIOR_STEPS = 0.5
 # The probe account's credit stops growing at what this many steps earn (about a request's
 # worth): a long stretch without probes does not buy a burst of them.
 AUTO_PROBE_CREDIT_STEPS = 128
@@ -1030,6 +1037,7 @@ def cpp_header() -> str:
         f"inline constexpr double kAutoRequestDecay = {AUTO_REQUEST_DECAY!r};",
         f"inline constexpr double kAutoProbeShare = {AUTO_PROBE_SHARE!r};",
         f"inline constexpr long kAutoProbeCreditSteps = {AUTO_PROBE_CREDIT_STEPS};",
+        f"inline constexpr double kAutoMeanPriorSteps = {AUTO_MEAN_PRIOR_STEPS!r};",
         f"inline constexpr size_t kAutoCostWindow = {AUTO_COST_WINDOW};",
         f"inline constexpr size_t kAutoCostMinCalls = {AUTO_COST_MIN_CALLS};",
         f"inline constexpr long kAutoReprobeSteps = {AUTO_REPROBE_STEPS};",

@@ -29,7 +29,9 @@ from etspec.contract import (
     COST_DECODE,
     COST_DRAFT,
     COST_VERIFY,
+    STEP_CHAIN,
     STEP_DECODE,
+    STEP_TREE,
     TARGET_COMMIT,
     TARGET_DECODE,
     TargetMetadata,
@@ -139,28 +141,36 @@ class CostModel:
         return statistics.median(ratios) if ratios else 1.0
 
     def costs(self) -> StepCosts:
-        """The current estimates; a wider verify never costs less than a narrower one."""
+        """The current estimates; a verify never costs less than a narrower one."""
         if self._costs is None:
             scale = self._scale()
-            verify, floor = {}, 0.0
+            decode = self._call(DECODE, scale)
+            # Nor less than a decode, the one-row call: a verify's times, seldom refreshed
+            # while steps decode, must not undercut a decode's on a machine that slowed down.
+            verify, floor = {}, decode or 0.0
             for w in self.widths:
                 floor = max(floor, self._call(verify_key(w), scale) or 0.0)
                 verify[w] = floor
-            decode = self._call(DECODE, scale)
+            # Host work is priced once a kind of step has run AUTO_COST_MIN_CALLS times: a
+            # step's first run pays one-time work (Gemma 3 270M's first chain step in Python,
+            # 46 ms), and one such price kept the dispatcher from ever drafting again in a
+            # run. Before, a kind costs a decode's host work, the least any step does (it
+            # samples and emits a token): priced at nothing, a one-token chain looked as
+            # cheap as a decode, and a draft that never agreed was sure to pay.
+            host = {
+                k: statistics.median(v)
+                for k, v in self._overhead.items()
+                if len(v) >= AUTO_COST_MIN_CALLS
+            }
+            if STEP_DECODE in host:
+                for kind in (STEP_CHAIN, STEP_TREE):
+                    host.setdefault(kind, host[STEP_DECODE])
             self._costs = StepCosts(
                 verify,
                 self._call(DRAFT, 1.0) or 0.0,
                 self.step_width,
                 decode if decode is not None else verify[self.widths[0]],
-                # Host work is priced once a kind of step has run AUTO_COST_MIN_CALLS times
-                # (nothing before): a step's first run pays one-time work (Gemma 3 270M's first
-                # chain step in Python, 46 ms), and one such price kept the dispatcher from
-                # ever drafting again in a run.
-                {
-                    k: statistics.median(v)
-                    for k, v in self._overhead.items()
-                    if len(v) >= AUTO_COST_MIN_CALLS
-                },
+                host,
             )
         return self._costs
 

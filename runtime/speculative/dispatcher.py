@@ -36,6 +36,7 @@ from etspec.contract import (
     AUTO_DECAY,
     AUTO_FORGET,
     AUTO_MAX_CHAIN,
+    AUTO_MEAN_PRIOR_STEPS,
     AUTO_PROBE_CREDIT_STEPS,
     AUTO_PROBE_SHARE,
     AUTO_REQUEST_DECAY,
@@ -116,22 +117,25 @@ class DepthAcceptance:
                 self.accepted[d] += 1
 
     def estimates(
-        self, length: int, prior: DepthAcceptance | None = None
+        self, length: int, prior: DepthAcceptance | None = None, seen: bool = False
     ) -> list[tuple[float, float]]:
         """(P(depth d accepted | all shallower accepted), its count) for d = 1..``length``.
         Each estimate carries a prior worth two steps: ``prior``'s estimate at the depth
         when given (the pooled acceptance a context's own is drawn toward), else this
-        one's at the shallower depth (one accept and one reject at depth 1). A depth seen
-        a few times stays near the one above it, and a depth never reached takes its rate
+        one's at the shallower depth (one accept and one reject at depth 1). A depth seen a
+        few times stays near the one above it, and a depth never reached takes its rate
         with no count: one unlucky look at depth 8 must not write off every depth past it
-        (a lookup that was cut at 7 on that look would never be tried longer again)."""
-        base = prior.estimates(length) if prior is not None else None
-        out, above = [], 0.5
+        (a lookup that was cut at 7 on that look would never be tried longer again).
+        ``seen``: what was seen, the prior worth ``AUTO_MEAN_PRIOR_STEPS`` and none at
+        depth 1 (a chain's mean)."""
+        base = prior.estimates(length, seen=seen) if prior is not None else None
+        weight = AUTO_MEAN_PRIOR_STEPS if seen else 2.0
+        out, above = [], 0.0 if seen else 0.5
         for d in range(length):
             b = base[d][0] if base is not None else above
             n = self.reached[d] if d < len(self.reached) else 0.0
             a = self.accepted[d] if d < len(self.accepted) else 0.0
-            above = (a + 2 * b) / (n + 2)
+            above = (a + weight * b) / (n + weight)
             out.append((above, n))
         return out
 
@@ -153,23 +157,35 @@ class DepthAcceptance:
         return self.bounds_by_length(longest, z, prior)[1]
 
     def bounds_by_length(
-        self, longest: int, z: float, prior: DepthAcceptance | None = None
+        self,
+        longest: int,
+        z: float,
+        prior: DepthAcceptance | None = None,
+        seen: bool = False,
     ) -> tuple[list[float], list[float]]:
-        """(``tokens_by_length`` with no errors, with ``z`` of them), in one pass."""
+        """(``tokens_by_length`` with no errors, with ``z`` of them), in one pass; the
+        first from ``estimates(seen=seen)``."""
         est = self.estimates(longest, prior)
         probs = [p for p, _ in est]
         counts = [n for _, n in est]
         reach = [1.0]
         for p in probs:
             reach.append(reach[-1] * p)
+        mean_reach = reach
+        if seen:
+            mean_reach = [1.0]
+            for p, _ in self.estimates(longest, prior, seen=True):
+                mean_reach.append(mean_reach[-1] * p)
         # (One pass for every length, the dispatcher's per-step arithmetic: a length's
         # figures are those ``tokens(length)`` computes, in the C++ twin's order.)
         means: list[float] = []
         out: list[float] = []
         total = reach[0]
+        mean = mean_reach[0]
         for length in range(1, longest + 1):
             total += reach[length]
-            means.append(total)
+            mean += mean_reach[length]
+            means.append(mean)
             if not z:
                 out.append(total)
                 continue
@@ -227,10 +243,18 @@ class Dispatcher(TreePolicy):
         assert self.model is not None
         if not self.model.ready:
             return []
+        # Timing a stale call again is exploring too: it waits while the probe account is in
+        # debt, and pays its calls' seconds (``use_costs``). Unbounded, a draft that never
+        # ran re-timed every verify width each AUTO_REPROBE_STEPS steps: about 1% of
+        # Gemma 3 270M's time, beside the probes' own share.
+        if self._credit is not None and self._credit < 0:
+            return None
         return self.model.stale() or None
 
     def use_costs(self, costs: StepCosts) -> None:
         assert self.model is not None
+        if self.model.ready and self._credit is not None:  # a re-timing: one call each
+            self._credit -= sum(costs.verify_s.values()) + costs.decode_s + costs.draft_s
         self.model.add_probe(costs)
 
     def costs(self) -> StepCosts:
@@ -243,7 +267,10 @@ class Dispatcher(TreePolicy):
         costs, z = self.costs(), AUTO_Z
         context = self.contexts.get(_context(offer)) or DepthAcceptance()
         longest = min(self._longest, height)
-        means, chains = context.bounds_by_length(longest, z, self.chains)
+        # A chain's mean is what was seen (AUTO_MEAN_PRIOR_STEPS): a draft never seen to
+        # agree is never sure to pay, so its steps are probes the account charges. (A
+        # lookup's keeps the even prior: it runs no draft, and a wrong one costs a few rows.)
+        means, chains = context.bounds_by_length(longest, z, self.chains, seen=True)
         # The best way by optimism (``best``) and by its mean alone (``sure``): (rate, mean
         # rate, choice) each.
         best: tuple[float, float, Choice] | None = None

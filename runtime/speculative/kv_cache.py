@@ -130,7 +130,7 @@ class SpecKVCacheManager:
         c = self.committed
         if self._cache:
             self._snapshot = [t[:, :c].clone() for t in self._cache]
-        self._slots, self._base = c + self._rows, c
+        self._slots, self._base = torch.from_numpy(c + self._rows_np), c  # numpy: see below
         position = torch.tensor([c])
         mask = self._layout.causal(position)
         band = self._layout.band(c, mask.shape[-1])

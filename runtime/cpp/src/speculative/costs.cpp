@@ -150,17 +150,27 @@ const StepCosts& CostModel::costs() {
   if (!costs_) {
     const double s = scale();
     StepCosts c;
-    double floor = 0;
+    const std::optional<double> decode = call(kDecodeCall, s);
+    // Nor less than a decode, the one-row call (costs.py).
+    double floor = decode.value_or(0.0);
     for (int64_t w : widths_) {
       floor = std::max(floor, call(verify_key(w), s).value_or(0.0));
       c.verify_s[w] = floor;
     }
     c.draft_s = call(kDraftCall, 1.0).value_or(0.0);
     c.step_width = step_width_;
-    c.decode_s = call(kDecodeCall, s).value_or(c.verify_s.at(widths_.front()));
-    // Host work is priced once a kind of step has run kAutoCostMinCalls times (costs.py).
+    c.decode_s = decode.value_or(c.verify_s.at(widths_.front()));
+    // Host work is priced once a kind of step has run kAutoCostMinCalls times; before, a
+    // kind costs a decode's host work, the least any step does (costs.py).
     for (const auto& [kind, window] : overhead_) {
       if (window.size() >= contract::kAutoCostMinCalls) c.overhead_s[kind] = median(window);
+    }
+    const auto decode_host = c.overhead_s.find(contract::kStepDecode);
+    if (decode_host != c.overhead_s.end()) {
+      const double least = decode_host->second;
+      for (const char* kind : {contract::kStepChain, contract::kStepTree}) {
+        c.overhead_s.emplace(kind, least);
+      }
     }
     costs_ = std::move(c);
   }

@@ -59,16 +59,17 @@ void DepthAcceptance::observe(int64_t height, int64_t accepted_tokens) {
 }
 
 std::vector<std::pair<double, double>> DepthAcceptance::estimates(
-    int64_t length, const DepthAcceptance* prior) const {
+    int64_t length, const DepthAcceptance* prior, bool seen) const {
   std::vector<std::pair<double, double>> base;
-  if (prior != nullptr) base = prior->estimates(length);
+  if (prior != nullptr) base = prior->estimates(length, nullptr, seen);
   std::vector<std::pair<double, double>> out;
-  double above = 0.5;
+  const double weight = seen ? contract::kAutoMeanPriorSteps : 2.0;
+  double above = seen ? 0.0 : 0.5;
   for (int64_t d = 0; d < length; ++d) {
     const double b = prior != nullptr ? base[d].first : above;
     const bool seen = d < static_cast<int64_t>(reached.size());
     const double n = seen ? reached[d] : 0.0, a = seen ? accepted[d] : 0.0;
-    above = (a + 2 * b) / (n + 2);
+    above = (a + weight * b) / (n + weight);
     out.emplace_back(above, n);
   }
   return out;
@@ -79,9 +80,10 @@ std::pair<double, double> DepthAcceptance::conditional(int64_t depth,
   return estimates(depth, prior).back();
 }
 
-double DepthAcceptance::tokens(int64_t length, double z, const DepthAcceptance* prior) const {
+double DepthAcceptance::tokens(int64_t length, double z, const DepthAcceptance* prior,
+                               bool seen) const {
   std::vector<double> probs, counts;
-  for (const auto& [p, n] : estimates(length, prior)) {
+  for (const auto& [p, n] : estimates(length, prior, seen)) {
     probs.push_back(p);
     counts.push_back(n);
   }
@@ -126,6 +128,9 @@ std::vector<const TreeShape*> Dispatcher::candidates() const {
 
 std::optional<std::vector<std::string>> Dispatcher::needs_costs() const {
   if (!model_.ready()) return std::vector<std::string>{};
+  // Timing a stale call again is exploring too: it waits while the probe account is in debt,
+  // and pays its calls' seconds (use_costs; dispatcher.py).
+  if (opened_ && credit_ < 0) return std::nullopt;
   std::vector<std::string> stale = model_.stale();
   if (stale.empty()) return std::nullopt;
   return stale;
@@ -165,7 +170,10 @@ Choice Dispatcher::choose(const Offer* offer, int64_t height) {
       // candidate, then ties with it and comes first).
       deepest = std::min(s->max_height, height);
       tokens = context.tokens(deepest, z, &chains_);
-      mean = context.tokens(deepest, 0.0, &chains_);
+      // Its mean is what was seen (kAutoMeanPriorSteps): a draft never seen to agree is
+      // never sure to pay, so its steps are probes the account charges. (A lookup's keeps
+      // the even prior: it runs no draft, and a wrong one costs a few rows.)
+      mean = context.tokens(deepest, 0.0, &chains_, true);
       seconds = costs.predict_chain(deepest, widths_);
     } else {
       const StepRecord& rec = trees_.at(s->name);
@@ -198,6 +206,15 @@ Choice Dispatcher::choose(const Offer* offer, int64_t height) {
     probing_ = sure_rate;
   }
   return best;
+}
+
+void Dispatcher::use_costs(const StepCosts& costs) {
+  if (model_.ready() && opened_) {  // a re-timing: one call each
+    double seconds = costs.decode_s + costs.draft_s;
+    for (const auto& [_, s] : costs.verify_s) seconds += s;
+    credit_ -= seconds;
+  }
+  model_.add_probe(costs);
 }
 
 void Dispatcher::decay_all(double factor) {

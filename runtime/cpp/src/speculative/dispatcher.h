@@ -40,12 +40,15 @@ struct DepthAcceptance {
   void observe(int64_t height, int64_t accepted_tokens);
   // (P(depth d accepted | all shallower accepted), its count) for d = 1..length, each with a
   // prior worth two steps: prior's estimate at the depth when given, else this one's at the
-  // shallower depth (one accept and one reject at depth 1).
+  // shallower depth (one accept and one reject at depth 1). `seen`: what was seen, the prior
+  // worth kAutoMeanPriorSteps and none at depth 1 (a chain's mean).
   std::vector<std::pair<double, double>> estimates(int64_t length,
-                                                   const DepthAcceptance* prior = nullptr) const;
+                                                   const DepthAcceptance* prior = nullptr,
+                                                   bool seen = false) const;
   std::pair<double, double> conditional(int64_t depth, const DepthAcceptance* prior = nullptr) const;
   // Mean tokens a chain of `length` emits per step plus z standard errors (the delta method).
-  double tokens(int64_t length, double z = 0, const DepthAcceptance* prior = nullptr) const;
+  double tokens(int64_t length, double z = 0, const DepthAcceptance* prior = nullptr,
+                bool seen = false) const;
 };
 
 class Dispatcher : public TreePolicy {
@@ -60,7 +63,7 @@ class Dispatcher : public TreePolicy {
   void begin() override { decay_all(contract::kAutoRequestDecay); }
   void observe(const Choice& choice, const StepOutcome& step) override;
   std::optional<std::vector<std::string>> needs_costs() const override;
-  void use_costs(const StepCosts& costs) override { model_.add_probe(costs); }
+  void use_costs(const StepCosts& costs) override;
 
   double estimate(const TreeShape& shape);  // expected tokens/s (no optimism)
   const StepCosts& costs() { return model_.costs(); }
