@@ -26,6 +26,7 @@ from etspec.contract import (
     DRAFT_KIND,
     FORMAT_VERSION,
     FORMAT_VERSION_FIELD,
+    TARGET_DECODE,
     TARGET_KIND,
     TOKENIZER_JSON,
     TRAILER_MAGIC,
@@ -347,7 +348,28 @@ def _opened(p: Path, program: Any, expect: str | None, snap: Snapshot) -> Opened
         raise ArtifactError(message("no_version", path=p)) from None
     check_format(kind, int(version), str(p))
     metadata = classes[kind].read(lambda name: _run_constant(program, name))
+    if isinstance(metadata, TargetMetadata):
+        _check_logits(program, metadata)
     return OpenedArtifact(p, program, metadata, snap)  # type: ignore[arg-type]
+
+
+def _check_logits(program: Any, meta: TargetMetadata) -> None:
+    """The decode's logits are ``vocab_size`` wide, read from the method's declared output
+    (nothing runs): a forged ``vocab_size`` made the runtimes sample past the logits or
+    disagree (Python emitted ids outside a forged 8, C++ emitted EOS)."""
+    if TARGET_DECODE not in program.method_names:
+        raise ArtifactError(message("missing_metadata", name=TARGET_DECODE))
+    width = program.metadata(TARGET_DECODE).output_tensor_meta(0).sizes()[-1]
+    if width != meta.vocab_size:
+        raise ArtifactError(
+            message(
+                "metadata_logits",
+                name="vocab_size",
+                value=meta.vocab_size,
+                method=TARGET_DECODE,
+                width=width,
+            )
+        )
 
 
 def sha256_hex(data: bytes | None) -> str:

@@ -177,6 +177,13 @@ MESSAGES = {
     "{expected}; re-export it with this etspec",
     "missing_metadata": "artifact is missing metadata '{name}'; re-export it with this etspec",
     "bad_metadata": "artifact metadata '{name}' has an unexpected value {value}",
+    "stdout_failed": "cannot write the output: stdout is closed or its disk is full",
+    "metadata_range": "artifact metadata '{name}' is {value}, outside {least}..{most}; the "
+    "artifact is damaged or forged: re-export it with this etspec",
+    "metadata_widths": "artifact metadata '{name}' {value} must ascend to '{widest}' {most}; the "
+    "artifact is damaged or forged: re-export it with this etspec",
+    "metadata_logits": "artifact metadata '{name}' is {value} but {method} returns {width} "
+    "logits per row; the artifact is damaged or forged: re-export it with this etspec",
     "width_exceeded": "{rows} rows exceed the widest compiled {method} width {widest}",
     "pair_mismatch": "draft/target mismatch: the draft expects target {what} {expected}, the "
     "target has {actual}; export the draft against this target",
@@ -745,10 +752,78 @@ class _Metadata:
             except KeyError:
                 raise ArtifactError(message("missing_metadata", name=f.name)) from None
             values[f.name] = _coerce(f.name, f.type, raw)
-        return cls(**values)
+        meta = cls(**values)
+        check_metadata(meta, TARGET_RANGES if cls.KIND == TARGET_KIND else DRAFT_RANGES)
+        return meta
 
     def hidden_spec(self) -> HiddenStateSpec:
         return HiddenStateSpec(self.hidden_state_point, tuple(self.hidden_state_layers))  # type: ignore[attr-defined]
+
+
+# Each integer metadata field's accepted range, checked when an artifact loads, by both
+# runtimes alike (a forged target with `prefill_chunk` 0 or `vocab_size` 10^9 behind a valid
+# integrity trailer crashed the C++ runner and gave Python tracebacks): (least, most), each
+# bound a number or (another field, offset), inclusive. A tuple field's every element is
+# held to it. The limits are far past any model etspec exports, and small enough that no
+# size computed from them overflows or allocates without bound.
+Bound = int | tuple[str, int]
+TARGET_RANGES: dict[str, tuple[Bound, Bound]] = {
+    "vocab_size": (1, 1 << 21),
+    "hidden_size": (1, 1 << 16),
+    "num_layers": (1, 1024),
+    "max_context": (1, 1 << 22),
+    "cache_size": (("max_context", 0), ("max_context", 1 << 16)),
+    "sliding_window": (0, 1 << 24),  # may exceed a short export's cache (Gemma's 512)
+    "prefill_chunk": (1, ("max_context", 0)),
+    "verify_width": (1, 4096),
+    "verify_widths": (1, ("verify_width", 0)),
+    "hidden_state_layers": (0, ("num_layers", 0)),
+    "bos_token_id": (-1, ("vocab_size", -1)),
+    "eos_token_ids": (0, ("vocab_size", -1)),
+    "kv_cache_bytes": (0, 1 << 40),
+    "assistant_step_width": (0, 4096),
+}
+DRAFT_RANGES: dict[str, tuple[Bound, Bound]] = {
+    "target_vocab_size": (1, 1 << 21),
+    "draft_vocab_size": (1, ("target_vocab_size", 0)),
+    "hidden_size": (1, 1 << 16),
+    "target_hidden_size": (1, 1 << 16),
+    "max_context": (1, 1 << 22),
+    "cache_size": (("max_context", 0), ("max_context", 1 << 16)),
+    "prefill_chunk": (1, ("max_context", 0)),
+    "extend_width": (1, 4096),
+    "extend_widths": (1, ("extend_width", 0)),
+    "step_width": (1, 4096),
+    "hidden_state_layers": (0, 1024),
+    "kv_cache_bytes": (0, 1 << 40),
+}
+# Width lists that must ascend strictly and end at their widest: (list, widest).
+METADATA_WIDTHS = (("verify_widths", "verify_width"), ("extend_widths", "extend_width"))
+
+
+def check_metadata(meta: Any, ranges: dict[str, tuple[Bound, Bound]]) -> None:
+    """Refuse metadata outside ``ranges`` or with widths that do not ascend to their widest
+    (``TARGET_RANGES``; the C++ runtime's ``check_metadata`` is the same)."""
+
+    def bound(b: Bound) -> int:
+        return b if isinstance(b, int) else int(getattr(meta, b[0])) + b[1]
+
+    for name, (lo, hi) in ranges.items():
+        least, most = bound(lo), bound(hi)
+        value = getattr(meta, name)
+        for v in value if isinstance(value, tuple) else (value,):
+            if not least <= v <= most:
+                raise ArtifactError(
+                    message("metadata_range", name=name, value=v, least=least, most=most)
+                )
+    for name, widest in METADATA_WIDTHS:
+        if not hasattr(meta, name):
+            continue
+        widths, most = getattr(meta, name), getattr(meta, widest)
+        if not widths or list(widths) != sorted(set(widths)) or widths[-1] != most:
+            raise ArtifactError(
+                message("metadata_widths", name=name, value=list(widths), widest=widest, most=most)
+            )
 
 
 def _coerce(name: str, type_name: Any, raw: list[Any]) -> Any:
@@ -930,6 +1005,11 @@ def cpp_header() -> str:
     def q(text: str) -> str:
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
+    def cpp_bound(b: Bound) -> str:
+        if isinstance(b, int):
+            return f"{{nullptr, {b}}}"
+        return f"{{{q(b[0])}, {b[1]}}}"
+
     def fields(cls: type[_Metadata]) -> str:
         kinds = {"int": "INT", "str": "STR", "float": "FLOAT"}
         rows = []
@@ -1094,6 +1174,21 @@ def cpp_header() -> str:
         "inline constexpr std::pair<const char*, const char*> kMessages[] = {",
         *(f"    {{{q(k)}, {q(v)}}}," for k, v in MESSAGES.items()),
         "};",
+        "// Metadata ranges (TARGET_RANGES, DRAFT_RANGES): a bound is `value` plus, when",
+        "// `field` is not null, that field's value.",
+        "struct MetadataBound { const char* field; int64_t value; };",
+        "struct MetadataRange { const char* name; MetadataBound least, most; };",
+        *(
+            f"inline constexpr MetadataRange k{kind}Ranges[] = {{"
+            + ", ".join(
+                f"{{{q(n)}, {cpp_bound(lo)}, {cpp_bound(hi)}}}" for n, (lo, hi) in r.items()
+            )
+            + "};"
+            for kind, r in (("Target", TARGET_RANGES), ("Draft", DRAFT_RANGES))
+        ),
+        "inline constexpr std::pair<const char*, const char*> kMetadataWidths[] = {"
+        + ", ".join(f"{{{q(a)}, {q(b)}}}" for a, b in METADATA_WIDTHS)
+        + "};",
         "}  // namespace etspec::contract",
         "// X(name, INT | STR | FLOAT | INTS): one constant method per metadata field.",
         "#define ETSPEC_TARGET_FIELDS(X) \\\n" + fields(TargetMetadata),

@@ -1,17 +1,70 @@
-"""Files written for a user: whole or not at all."""
+"""Files a user names: read within bounds (``read_text``, ``read_json``), written whole or not
+at all (``write_atomically``)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from etspec.errors import EtspecError, OutputExistsError
+
+# The most a prompts file, a report or a config is read of: far past any real one, and a
+# bound on what a wrong path (a device, a huge file) can cost (`bench --prompts /dev/zero`
+# grew to 24 GB before the kernel killed it).
+READ_MAX_BYTES = 64 << 20
+
+
+def read_bytes(path: str | Path, what: str, limit: int = READ_MAX_BYTES) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes; one-line errors for
+    a missing file, a folder, a device or FIFO (which could stream forever or block), an
+    unreadable one or a larger one. ``what`` names it in messages ("prompts file")."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as f:
+            mode = os.fstat(f.fileno()).st_mode
+            if stat.S_ISDIR(mode):
+                raise EtspecError(f"{p} is a folder; give the {what} itself")
+            if not stat.S_ISREG(mode):
+                raise EtspecError(f"{p} is not a regular file (a device or pipe); give a {what}")
+            data = f.read(limit + 1)
+    except IsADirectoryError:
+        raise EtspecError(f"{p} is a folder; give the {what} itself") from None
+    except FileNotFoundError:
+        raise EtspecError(f"{p}: no such {what}") from None
+    except OSError as e:
+        raise EtspecError(f"cannot read {what} {p} ({e.strerror or type(e).__name__})") from None
+    if len(data) > limit:
+        raise EtspecError(f"{p} is larger than {limit >> 20} MiB; a {what} is smaller than that")
+    return data
+
+
+def read_text(path: str | Path, what: str, limit: int = READ_MAX_BYTES) -> str:
+    """``read_bytes`` decoded as UTF-8 (one line naming the first bad byte's offset if not)."""
+    data = read_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise EtspecError(
+            f"{path}: {what} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})"
+        ) from None
+
+
+def read_json(path: str | Path, what: str, limit: int = READ_MAX_BYTES) -> Any:
+    """``read_text`` parsed as JSON; one line for text that is not JSON, or nests past the
+    parser's recursion limit (100,000 nested ``[``)."""
+    text = read_text(path, what, limit)
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError, ValueError) as e:
+        reason = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+        raise EtspecError(f"{path}: {what} is not JSON ({reason})") from None
 
 
 def write_atomically(
@@ -95,6 +148,12 @@ def check_output(
 def _check_output(p: Path, force: bool, option: str) -> Path:
     if p.is_dir():
         raise OutputExistsError(f"{p} is a directory; {option} names the file to write")
+    if p.exists() and not p.is_file():
+        # --force replaces files and links, never a device or a FIFO (as root, `-o /dev/null
+        # --force` would have replaced /dev/null with a regular file).
+        raise OutputExistsError(
+            f"{p} is not a regular file (a device or pipe); {option} names a file"
+        )
     if (p.exists() or p.is_symlink()) and not force:
         raise OutputExistsError(f"{p} already exists; pass --force to overwrite it")
     if not p.parent.is_dir():

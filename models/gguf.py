@@ -73,7 +73,7 @@ def read_gguf(path: str | Path) -> GGUFCheckpoint:
     """Config, fp32 tensors under Hugging Face names and tokenizer of a GGUF file: every
     metadata value the conversion reads and every tensor's name and shape checked, the
     tokenizer built before any tensor is decoded."""
-    meta = GGUFMetadata(open_gguf(path), path)
+    meta = GGUFMetadata(open_gguf(path, SUPPORTED_ARCHITECTURES), path)
     arch = meta("general.architecture", "text")
     if arch not in SUPPORTED_ARCHITECTURES:
         raise CheckpointError(

@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from etspec.errors import CheckpointError
+from etspec.errors import CheckpointError, EtspecError
+from etspec.files import read_text
 
 #: Integer config keys: (smallest, largest) accepted. The upper bounds are far beyond any
 #: released model; they stop a typo from allocating terabytes before the shape checks run.
@@ -79,8 +80,14 @@ def read_json_object(path: Path) -> dict[str, Any]:
     """A JSON file that must hold one object with no key given twice (a duplicated key would
     silently keep its last value)."""
     try:
-        data = json.loads(path.read_text(), object_pairs_hook=_unique_keys)
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        text = read_text(path, "JSON file")  # bounded: a config is never near 64 MiB
+    except CheckpointError:
+        raise
+    except EtspecError as e:
+        raise CheckpointError(str(e)) from None
+    try:
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except (json.JSONDecodeError, ValueError, RecursionError) as e:
         raise CheckpointError(f"{path}: not valid JSON ({e}); fix or re-download it") from None
     if not isinstance(data, dict):
         raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}")

@@ -319,3 +319,13 @@ def gguf_value_type(value: Any) -> Any:
     if isinstance(value, list):
         return T.ARRAY
     return T.INT32 if value < 0 else T.UINT32 if value < 1 << 32 else T.UINT64
+
+
+def assert_one_line_error(result, *words: str, code: int = 1) -> None:  # type: ignore[no-untyped-def]
+    """A click ``result``: exit ``code``, one ``error:`` line holding ``words``, no traceback."""
+    assert result.exit_code == code, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    for w in words:
+        assert w in lines[0], lines[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,17 +73,30 @@ class BenchOutcome:
     written: Path | None
 
 
+# What parse_shape reads as a shape's name (anything else is an unknown tree).
+_SHAPE_NAME = re.compile(r"chain\d+|dynamic-d\d+k\d+t\d+|[nN]\d+|[dD]\d+\s*[xX-]?\s*[bB][fF]\d+")
+
+
 def tree_settings(req: BenchRequest) -> dict[str, Any]:
     """Each --trees name as tree settings (a mode) or a fixed shape (a shape name)."""
     names = req.trees or [req.spec.tree.mode]
     trees: dict[str, Any] = {}
+    width = None
+    if any(n not in TREE_MODES for n in names):
+        # A shape the target's verify cannot hold is refused before it is built, as
+        # `generate` refuses it (N999999999 took 7.8 GB here).
+        from etspec.artifact import open_artifact
+
+        width = open_artifact(req.spec.target, "target").metadata.verify_width
     for n in names:
         try:
             if n not in TREE_MODES:
-                trees[n] = parse_shape(n)
+                trees[n] = parse_shape(n, width)
             else:
                 trees[n] = TreeSettings.owned(n, req.tree_knobs) if req.trees else req.spec.tree
-        except EtspecError:
+        except EtspecError as e:
+            if _SHAPE_NAME.fullmatch(n):  # a shape's own refusal: too wide, or no tree
+                raise EtspecError(f"--trees {n}: {e}") from None
             raise EtspecError(
                 f"unknown tree {n!r} in --trees: use a mode ({', '.join(TREE_MODES)}) or a "
                 "shape name (chain3, N7, D3xBF2, dynamic-d3k4t16)"
@@ -116,10 +130,21 @@ def bench(req: BenchRequest) -> BenchOutcome | None:
     out, traces_out = req.json_out, req.traces_out
     if traces_out is not None and world > 1:
         traces_out = traces_out.with_name(f"{traces_out.stem}.rank{rank}{traces_out.suffix}")
+    spec = req.spec
+    # Never over a file this run reads, even with --force (the report over the target .pte
+    # it measured exited 0), nor both reports over one file.
+    o = req.outside
+    inputs = (spec.target, spec.draft, req.prompts, o.eager_target, o.eager_draft,
+              o.hf_target, o.hf_assistant, o.cpp_runner, o.llama_cpp)  # fmt: skip
+    if (
+        out is not None
+        and traces_out is not None
+        and Path(out).absolute() == Path(traces_out).absolute()
+    ):
+        raise EtspecError(f"--json and --traces both name {out}; give each its own file")
     for option, path in (("--json", out), ("--traces", traces_out)):
         if path is not None:
-            check_output(path, req.force, option)
-    spec = req.spec
+            check_output(path, req.force, option, inputs)
     trees = tree_settings(req)
     req.sampling.check()
     load = req.outside.check(spec)

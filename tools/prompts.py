@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from etspec.errors import EtspecError
+from etspec.files import read_text
 from etspec.runtime.runner import TextLLMRunner
 from etspec.tools.chat_prompts import CHAT
 from etspec.tools.task_prompts import TASK_SETS
@@ -209,12 +210,7 @@ def jsonl_prompts(path: str | Path) -> list[Prompt]:
     """A JSONL file with, per line, ``prompt`` (text), ``prompt_ids`` (token ids) or
     MT-Bench ``turns`` (a list of strings: a conversation whose later turns continue it)."""
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise EtspecError(f"{p}: no such prompts file") from None
-    except UnicodeDecodeError:
-        raise EtspecError(f"{p}: prompts file is not UTF-8 text") from None
+    lines = read_text(p, "prompts file").splitlines()
     out = []
     for i, line in enumerate(lines):
         if not line.strip():

@@ -39,7 +39,12 @@ from etspec.errors import EtspecError
     type=click.IntRange(min=1),
     help="First N prompts [default: all].",
 )
-@option("--max-new-tokens", default=DEFAULT_MAX_NEW_TOKENS, show_default=True, type=int)
+@option(
+    "--max-new-tokens",
+    default=DEFAULT_MAX_NEW_TOKENS,
+    show_default=True,
+    type=click.IntRange(min=1),
+)
 @click.option(
     "--ignore-eos",
     is_flag=True,
@@ -219,18 +224,15 @@ def bench(**kw: Any) -> None:
 @user_errors
 def plot(report: Path, out_dir: Path, force: bool) -> None:
     """Plot an `etspec bench --json` report: speedup vs accept_L, accept_pos, stages."""
-    from etspec.files import write_atomically
+    from etspec.files import read_json, write_atomically
     from etspec.tools.plot import PLOTS, SWEEP_PLOT, WINDOW_PLOT, render_report
 
     taken = [out_dir / n for n in (*PLOTS, SWEEP_PLOT, WINDOW_PLOT) if (out_dir / n).exists()]
     if taken and not force:
         raise EtspecError(f"{taken[0]} exists; pass --force to overwrite the plots in {out_dir}")
-    try:
-        data = json.loads(report.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise EtspecError(
-            f"{report} is not JSON ({e}); give an `etspec bench --json` report"
-        ) from None
+    data = read_json(report, "`etspec bench --json` report")
+    if not isinstance(data, dict):
+        raise EtspecError(f"{report} is not an `etspec bench --json` report (not an object)")
     pngs = render_report(data)
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, png in pngs.items():

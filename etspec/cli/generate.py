@@ -225,9 +225,11 @@ def validate(**kw: Any) -> None:
     spec = runner_spec(kw)
     if not speculates(spec):
         raise EtspecError("validate compares speculative with target-only: give --draft")
+    # A prompts file is read before anything loads: a wrong path fails in a moment.
+    given = read_prompts(kw["prompts_file"]) if kw["prompts_file"] else None
     base, speculative = load_runners(spec)
     assert speculative is not None
-    prompts = read_prompts(kw["prompts_file"]) if kw["prompts_file"] else default_prompts(base)
+    prompts = given if given is not None else default_prompts(base)
     report = ValidationReport()
     for r in run_validation(base, speculative, prompts, kw["max_new_tokens"], kw["ignore_eos"]):
         report.results.append(r)

@@ -20,22 +20,26 @@ from etspec.runtime.speculative.dispatcher import Dispatcher
 from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.shapes import ChainShape, NoDraftShape, TreePolicy, TreeShape
-from etspec.runtime.speculative.static_tree import StaticTree
+from etspec.runtime.speculative.static_tree import StaticTree, check_size
 
 
-def parse_shape(name: str) -> TreeShape:
+def parse_shape(name: str, width: int | None = None) -> TreeShape:
     """A fixed shape from the name stats and ``Dispatcher.report()`` give it: ``chain3``,
-    ``dynamic-d3k4t16``, or a static tree (``N7``, ``D3xBF2``)."""
+    ``dynamic-d3k4t16``, or a static tree (``N7``, ``D3xBF2``); with ``width``, one a
+    ``width``-row verify cannot hold is refused before it is built (``N999999999`` took
+    gigabytes)."""
     if name == NO_DRAFT_SHAPE:
         return NoDraftShape()
     chain = re.fullmatch(r"chain(\d+)", name)
     if chain:
+        check_size(name, int(chain.group(1)), width)
         return ChainShape(int(chain.group(1)))
     dynamic = re.fullmatch(r"dynamic-d(\d+)k(\d+)t(\d+)", name)
     if dynamic:
         depth, topk, total = (int(g) for g in dynamic.groups())
+        check_size(name, total - 1, width)
         return DynamicTree(depth=depth, topk=topk, total_tokens=total)
-    return StaticTree.parse(name)
+    return StaticTree.parse(name, width)
 
 
 def default_dynamic(width: int, topk: int = DEFAULT_DYNAMIC_TOPK) -> DynamicTree:

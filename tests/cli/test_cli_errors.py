@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import assert_one_line_error
 from tiny import make_hf_target
 
 from etspec.artifact import open_artifact
@@ -22,15 +23,6 @@ from etspec.export.export_target import TargetExportOptions, export_target
 def run_cli(*args: str):  # type: ignore[no-untyped-def]
     result = CliRunner().invoke(main, list(args))
     return result
-
-
-def assert_one_line_error(result, *words: str) -> None:  # type: ignore[no-untyped-def]
-    assert result.exit_code == 1, result.output
-    lines = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
-    assert len(lines) == 1, result.output
-    assert "Traceback" not in result.output
-    for w in words:
-        assert w in lines[0], lines[0]
 
 
 def test_missing_checkpoint(tmp_path: Path) -> None:

@@ -181,17 +181,75 @@ void check_kind_and_version(const ConstantReader& get, const std::string& path,
     read_value(#name, *raw, md.name);                                                \
   }
 
+namespace {
+
+using Ints = std::map<std::string, std::vector<int64_t>>;
+
+void put(Ints& out, const char* name, int64_t v) { out[name] = {v}; }
+void put(Ints& out, const char* name, const std::vector<int64_t>& v) { out[name] = v; }
+void put(Ints&, const char*, const std::string&) {}
+[[maybe_unused]] void put(Ints&, const char*, double) {}  // no FLOAT field today
+
+// contract.check_metadata: every integer field within its range, widths ascending to their
+// widest. A bound names only a field checked before it (contract.TARGET_RANGES' order), so
+// its sum cannot overflow.
+template <size_t N>
+void check_metadata(const Ints& ints, const contract::MetadataRange (&ranges)[N]) {
+  const auto bound = [&](const contract::MetadataBound& b) -> int64_t {
+    return b.field == nullptr ? b.value : ints.at(b.field).front() + b.value;
+  };
+  const auto text = [](int64_t v) { return std::to_string(v); };
+  for (const auto& r : ranges) {
+    const int64_t least = bound(r.least), most = bound(r.most);
+    for (int64_t v : ints.at(r.name)) {
+      if (v < least || v > most) {
+        throw Error(message("metadata_range", {{"name", r.name},
+                                                {"value", std::to_string(v)},
+                                                {"least", text(least)},
+                                                {"most", text(most)}}));
+      }
+    }
+  }
+  for (const auto& [name, widest] : contract::kMetadataWidths) {
+    const auto it = ints.find(name);
+    if (it == ints.end()) continue;
+    const std::vector<int64_t>& w = it->second;
+    const int64_t most = ints.at(widest).front();
+    bool ascending = !w.empty() && w.back() == most;
+    for (size_t i = 1; ascending && i < w.size(); ++i) ascending = w[i - 1] < w[i];
+    if (!ascending) {
+      std::string listed = "[";
+      for (size_t i = 0; i < w.size(); ++i) listed += (i ? ", " : "") + std::to_string(w[i]);
+      throw Error(message("metadata_widths", {{"name", name},
+                                               {"value", listed + "]"},
+                                               {"widest", widest},
+                                               {"most", std::to_string(most)}}));
+    }
+  }
+}
+
+#define ETSPEC_PUT(name, kind) put(ints, #name, md.name);
+
+}  // namespace
+
 TargetMetadata read_target_metadata(const ConstantReader& get) {
   TargetMetadata md;
   ETSPEC_TARGET_FIELDS(ETSPEC_READ)
+  Ints ints;
+  ETSPEC_TARGET_FIELDS(ETSPEC_PUT)
+  check_metadata(ints, contract::kTargetRanges);
   return md;
 }
 
 DraftMetadata read_draft_metadata(const ConstantReader& get) {
   DraftMetadata md;
   ETSPEC_DRAFT_FIELDS(ETSPEC_READ)
+  Ints ints;
+  ETSPEC_DRAFT_FIELDS(ETSPEC_PUT)
+  check_metadata(ints, contract::kDraftRanges);
   return md;
 }
+#undef ETSPEC_PUT
 #undef ETSPEC_READ
 
 std::string TargetMetadata::verify_method(int64_t width) const {

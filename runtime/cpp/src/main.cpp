@@ -16,6 +16,7 @@
 // (the same N every run).
 // --serve answers JSON requests from stdin on one load (serve_requests below).
 // A user error prints "error: ..." on one line and exits 1 (2 for bad arguments).
+#include <csignal>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -505,8 +506,17 @@ static std::string one_line(const std::string& text) {
 }
 
 int main(int argc, char** argv) {
+  // A closed pipe or a full disk on stdout is an error the user sees (contract
+  // "stdout_failed", exit 1), not a silent exit 0 or a death by SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
   try {
-    return run(argc, argv);
+    const int rc = run(argc, argv);
+    std::cout.flush();
+    if (!std::cout) {
+      std::cerr << "error: " << etspec::message("stdout_failed", {}) << "\n";
+      return 1;
+    }
+    return rc;
   } catch (const UsageError& e) {
     std::cerr << "error: " << one_line(e.what()) << "\n";
     return 2;

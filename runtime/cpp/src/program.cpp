@@ -96,8 +96,27 @@ void Program::load_methods() {
   }
 }
 
+std::optional<int64_t> Program::output_width(const std::string& method, size_t index) {
+  if (!has_method(method)) return std::nullopt;
+  const auto meta = module_->method_meta(method);
+  if (!meta.ok()) return std::nullopt;
+  const auto info = meta->output_tensor_meta(index);
+  if (!info.ok() || info->sizes().empty()) return std::nullopt;
+  return info->sizes()[info->sizes().size() - 1];
+}
+
 TargetProgram::TargetProgram(const std::string& path, bool weight_cache)
     : Program(path, contract::kTargetKind, weight_cache), meta(read_target_metadata(reader())) {
+  // The decode's logits are vocab_size wide (artifact.py _check_logits), read from the
+  // method's declared output before anything runs.
+  const auto width = output_width(contract::kTARGET_DECODE, 0);
+  if (!width) throw Error(message("missing_metadata", {{"name", contract::kTARGET_DECODE}}));
+  if (*width != meta.vocab_size) {
+    throw Error(message("metadata_logits", {{"name", "vocab_size"},
+                                            {"value", std::to_string(meta.vocab_size)},
+                                            {"method", contract::kTARGET_DECODE},
+                                            {"width", std::to_string(*width)}}));
+  }
   prepare_openvino(meta.backend);
   load_methods();
 }

@@ -32,6 +32,9 @@ class Program {
                           const std::vector<executorch::runtime::EValue>& inputs);
   std::vector<executorch::runtime::EValue> constant(const std::string& name);
   bool has_method(const std::string& name) const;
+  // The last dimension of `method`'s output `index` as the program declares it (nothing
+  // runs); nullopt without such a method or output.
+  std::optional<int64_t> output_width(const std::string& method, size_t index);
   const std::string& path() const { return path_; }
   // The artifact's size: its weights, one copy, as stored.
   int64_t weights_bytes() const { return weights_bytes_; }
