@@ -77,7 +77,7 @@ def check_gguf_layout(path: Path) -> tuple[dict[str, Any], int]:
         try:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except ValueError:  # an empty file cannot be mapped
-            raise CheckpointError(f"{path}: not a GGUF file (empty)") from None
+            raise CheckpointError(f"{path}: not a readable GGUF file (empty)") from None
     with data:
         return _walk_gguf(path, data)
 
@@ -92,8 +92,8 @@ def _walk_gguf(path: Path, data: mmap.mmap) -> tuple[dict[str, Any], int]:
         nonlocal pos
         if n < 0 or n > end - pos:
             raise CheckpointError(
-                f"{path}: {what} claims {n} bytes at offset {pos}, past the file's {end}; the "
-                "file is damaged or not a GGUF"
+                f"{path}: not a readable GGUF file ({what} claims {n} bytes at offset {pos}, "
+                f"past the file's {end})"
             )
         at, pos = pos, pos + n
         return at
@@ -102,7 +102,7 @@ def _walk_gguf(path: Path, data: mmap.mmap) -> tuple[dict[str, Any], int]:
         return struct.unpack_from(fmt, data, take(struct.calcsize(fmt), what))[0]
 
     if end < 4 or data[:4] != b"GGUF":
-        raise CheckpointError(f"{path}: not a GGUF file (no GGUF magic)")
+        raise CheckpointError(f"{path}: not a readable GGUF file (no GGUF magic)")
     take(4, "the magic")
     version = number("<I", "the version")
     count = "<I" if version == 1 else "<Q"  # version 1 counted in 32 bits
@@ -123,17 +123,19 @@ def _walk_gguf(path: Path, data: mmap.mmap) -> tuple[dict[str, Any], int]:
             else:
                 if n > end - pos:  # each element takes at least a byte
                     raise CheckpointError(
-                        f"{path}: {what} claims {n} elements, more than the file's bytes left"
+                        f"{path}: not a readable GGUF file ({what} claims {n} elements, more than "
+                        "the file's bytes left)"
                     )
                 for _ in range(n):
                     value(inner, what, depth + 1)
         else:
-            raise CheckpointError(f"{path}: {what} has unknown value type {kind}")
+            raise CheckpointError(f"{path}: not a readable GGUF file ({what}: value type {kind})")
 
     tensors, kvs = number(count, "the tensor count"), number(count, "the metadata count")
     if kvs > end - pos or tensors > end - pos:
         raise CheckpointError(
-            f"{path}: claims {kvs} metadata values and {tensors} tensors, more than its bytes"
+            f"{path}: not a readable GGUF file (it claims {kvs} metadata values and "
+            f"{tensors} tensors, more than its bytes)"
         )
 
     def text(what: str) -> str:
@@ -158,7 +160,7 @@ def _walk_gguf(path: Path, data: mmap.mmap) -> tuple[dict[str, Any], int]:
             blocks = max(blocks, int(block.group(1)) + 1)
         dims = number("<I", what)
         if dims > 8:  # ggml has at most 4
-            raise CheckpointError(f"{path}: {what} has {dims} dimensions")
+            raise CheckpointError(f"{path}: not a readable GGUF file ({what}: {dims} dimensions)")
         take(8 * dims + 4 + 8, what)
     return scalars, blocks
 
