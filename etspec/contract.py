@@ -448,9 +448,11 @@ AUTO_COST_MIN_CALLS = 3
 # once in a bad moment must not keep its method out of every later choice.
 AUTO_REPROBE_STEPS = 512
 # The dispatcher's cost model (runtime/speculative/costs.py) names the calls a step makes
-# ("decode", "draft": one draft model call, "verify" + the width) and the kinds of step it
-# keeps the host work of (a decode, a chain, a tree).
+# ("decode", "draft": one draft level, "extend": the draft's catch-up over what the target
+# committed since its last proposal, "verify" + the width) and the kinds of step it keeps
+# the host work of (a decode, a chain, a tree).
 COST_DECODE, COST_DRAFT, COST_VERIFY = "decode", "draft", "verify"
+COST_EXTEND = "extend"
 STEP_DECODE, STEP_CHAIN, STEP_TREE = "decode", "chain", "tree"
 # A seeded sampling request is reproduced by coupled sampling (runtime/sampling.py), not by
 # its dispatcher: it is timed and chosen like any other.
@@ -1108,6 +1110,7 @@ def cpp_header() -> str:
         f"inline constexpr double kAutoZ = {AUTO_Z!r};",
         f"inline constexpr char kCostDecode[] = {q(COST_DECODE)};",
         f"inline constexpr char kCostDraft[] = {q(COST_DRAFT)};",
+        f"inline constexpr char kCostExtend[] = {q(COST_EXTEND)};",
         f"inline constexpr char kCostVerify[] = {q(COST_VERIFY)};",
         f"inline constexpr char kStepDecode[] = {q(STEP_DECODE)};",
         f"inline constexpr char kStepChain[] = {q(STEP_CHAIN)};",

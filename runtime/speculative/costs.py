@@ -5,7 +5,11 @@ runner's own calls (``measure_costs``; each draft runner times its calls with th
 is handed, so a new drafter brings its own probes and nothing here names one). From then on
 every step reports what its calls took, and ``CostModel`` keeps the recent observations: a
 method costs the median of its last ``AUTO_COST_WINDOW`` calls, and the host work around
-the calls of each kind of step the median of its recent steps. A median follows a machine
+the calls of each kind of step the median of its recent steps. A draft's work is three
+prices: the catch-up that starts a proposal (an extend over what the target committed
+since), a chain's level and a tree's level (which gathers its parents' states and masks):
+one price per draft call, the mix of all three, made a long chain look twice its cost on
+the bundled pair, and ``auto`` ran chains too short. A median follows a machine
 that slows down or speeds up (background load, a context that grows) within a window, a few
 slow calls (a scheduler hiccup) do not move it, and it prices a step as it runs on average
 (the least of each call's times priced a two-call step as optimistically as the spread of
@@ -28,6 +32,7 @@ from etspec.contract import (
     AUTO_REPROBE_STEPS,
     COST_DECODE,
     COST_DRAFT,
+    COST_EXTEND,
     COST_VERIFY,
     STEP_CHAIN,
     STEP_DECODE,
@@ -41,8 +46,9 @@ from etspec.runtime.program import Program
 from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 from etspec.runtime.speculative.step import CostProbe, StepCosts, StepOutcome
 
-# Keys of the calls a step makes: a decode, one draft model call, a verify per width.
-DECODE, DRAFT = COST_DECODE, COST_DRAFT
+# Keys of the calls a step makes: a decode, one draft level, the draft's catch-up (the
+# extend that starts a proposal), a verify per width.
+DECODE, DRAFT, EXTEND = COST_DECODE, COST_DRAFT, COST_EXTEND
 
 
 def verify_key(width: int) -> str:
@@ -67,6 +73,9 @@ class CostModel:
         self._calls: dict[str, deque[float]] = {}  # by steps only
         self._probe: dict[str, float] = {}  # the latest probe's time per call
         self._overhead: dict[str, deque[float]] = {}
+        # A tree's level calls, apart from a chain's (``StepCosts.tree_level_s``); kept and
+        # forgotten with its host work.
+        self._levels: dict[str, deque[float]] = {}
         self._overhead_seen: dict[str, int] = {}  # per kind of step: the step it last ran at
         self._costs: StepCosts | None = None
         self.steps = 0  # steps observed
@@ -90,7 +99,7 @@ class CostModel:
         if probe.step_width:
             self.step_width = probe.step_width
         timed = {verify_key(w): s for w, s in probe.verify_s.items()}
-        timed.update({DECODE: probe.decode_s, DRAFT: probe.draft_s})
+        timed.update({DECODE: probe.decode_s, DRAFT: probe.draft_s, EXTEND: probe.extend_s})
         for key, seconds in timed.items():
             if seconds > 0:
                 self._probe[key] = seconds
@@ -104,9 +113,21 @@ class CostModel:
         if step.rows:
             key = DECODE if kind == STEP_DECODE else verify_key(step.rows)
             self._observe_call(key, step.target_s)
-        if step.draft_calls:
-            self._observe_call(DRAFT, step.draft_s / step.draft_calls)
+        # The catch-up once per step (one extend, or a few after a long lookup run), then
+        # the levels per call; with no level call the rest of the draft's time (picking a
+        # one-token chain's token) is host work.
+        if step.extend_calls:
+            self._observe_call(EXTEND, step.extend_s)
+        levels = step.draft_calls - step.extend_calls
         host = step.seconds - step.target_s - step.draft_s
+        if levels > 0:
+            level_s = (step.draft_s - step.extend_s) / levels
+            if kind == STEP_TREE:
+                self._add(self._levels, kind, level_s)
+            else:
+                self._observe_call(DRAFT, level_s)
+        elif step.draft_calls:
+            host += step.draft_s - step.extend_s
         self._add(self._overhead, kind, max(host, 0.0))
         self._overhead_seen[kind] = self.steps
         for other, at in list(self._overhead_seen.items()):
@@ -114,6 +135,7 @@ class CostModel:
             # call forgets its times: an old price must not keep it from being run again.
             if self.steps - at >= AUTO_REPROBE_STEPS:
                 del self._overhead_seen[other], self._overhead[other]
+                self._levels.pop(other, None)
         self._costs = None
 
     @property
@@ -136,7 +158,7 @@ class CostModel:
         ratios = [
             statistics.median(w) / self._probe[k]
             for k, w in self._calls.items()
-            if k != DRAFT and len(w) >= AUTO_COST_MIN_CALLS and self._probe.get(k)
+            if k not in (DRAFT, EXTEND) and len(w) >= AUTO_COST_MIN_CALLS and self._probe.get(k)
         ]
         return statistics.median(ratios) if ratios else 1.0
 
@@ -165,12 +187,15 @@ class CostModel:
             if STEP_DECODE in host:
                 for kind in (STEP_CHAIN, STEP_TREE):
                     host.setdefault(kind, host[STEP_DECODE])
+            tree = self._levels.get(STEP_TREE)
             self._costs = StepCosts(
                 verify,
                 self._call(DRAFT, 1.0) or 0.0,
                 self.step_width,
                 decode if decode is not None else verify[self.widths[0]],
                 host,
+                self._call(EXTEND, 1.0) or 0.0,
+                statistics.median(tree) if tree and len(tree) >= AUTO_COST_MIN_CALLS else 0.0,
             )
         return self._costs
 
@@ -195,7 +220,7 @@ def measure_costs(
     widths = [w for w in meta.verify_widths if wanted is None or verify_key(w) in wanted]
     decode = position is not None and position < meta.max_context
     decode = decode and (wanted is None or DECODE in wanted)
-    drafts = draft is not None and (wanted is None or DRAFT in wanted)
+    drafts = draft is not None and (wanted is None or bool(wanted & {DRAFT, EXTEND}))
     verify: dict[int, list[float]] = {w: [] for w in widths}
     decodes, steps, extends, step_width = [], [], [], 0
     for r in range(probe.repeats):
@@ -217,7 +242,11 @@ def measure_costs(
     if decodes:
         costs.decode_s = min(decodes)
     if drafts:
-        costs.draft_s = min(min(steps), min(extends)) or max(min(steps), min(extends))
+        # Only what was asked for: a fresh probe time replaces a call's recent times.
+        if wanted is None or DRAFT in wanted:
+            costs.draft_s = min(steps) or min(extends)
+        if wanted is None or EXTEND in wanted:
+            costs.extend_s = min(extends) or min(steps)
     if wanted is None:
         # Load the commit too (copying scratch slots onto themselves): a tree's first commit
         # must not pay the method load inside a timed step.

@@ -10,7 +10,10 @@ most tokens per second on this artifact and this machine, and it does so across 
   sampling a 1-gram match rarely pays for its verify, a 3-gram one nearly always does);
 - **each model shape** the drafter can grow: chains of every length (their acceptance pooled
   by depth, so a step of any chain informs every length, and so does a tree's first branch:
-  the chain of the draft's top tokens) and trees (judged on their steps).
+  the chain of the draft's top tokens) and trees, each judged as its first branch's chain
+  (in the step's context, as chains are) plus what its other branches were seen to add.
+  (Judged on their own steps, trees looked best wherever they had last run: a tree run
+  where prompt lookup matched kept that text's tokens per step in every other context.)
 
 Each is rated by its optimistic tokens per step (``AUTO_Z`` standard errors over the mean)
 over its predicted seconds (``costs.CostModel``: each call's recent median times plus the
@@ -70,6 +73,7 @@ class Dispatcher(TreePolicy):
     # The model's chain acceptance per context: the offer's evidence beside it, "" for none
     # (where the lookup finds nothing the text is new, and the draft is right less often).
     contexts: dict[str, DepthAcceptance] = field(default_factory=dict)
+    # Per tree: the tokens a step emitted beyond its first branch's (``_tree_tokens``).
     trees: dict[str, StepRecord] = field(default_factory=dict)
     # Lookup acceptance by depth per ``Offer.evidence``.
     evidence: dict[str, DepthAcceptance] = field(default_factory=dict)
@@ -86,7 +90,11 @@ class Dispatcher(TreePolicy):
         self.widths = tuple(sorted(self.widths))
         self.model = self.model or CostModel(self.widths)
         self.trees = {s.name: StepRecord() for s in self.shapes if not _chain(s)}
+        # Each tree's first branch: how deep it went at its last step (before any, the
+        # tree's height: a static tree's first branch is its deepest, most often).
+        self._branch = {s.name: s.cost.max_height for s in self.shapes if not _chain(s)}
         self._longest = max((s.cost.max_height for s in self.shapes if _chain(s)), default=0)
+        self._deepest = max([self._longest, *self._branch.values()])
 
     def candidates(self) -> list[TreeShape]:
         return ([self.nothing] if self.decode else []) + list(self.shapes)
@@ -110,7 +118,9 @@ class Dispatcher(TreePolicy):
     def use_costs(self, costs: StepCosts) -> None:
         assert self.model is not None
         if self.model.ready and self._credit is not None:  # a re-timing: one call each
-            self._credit -= sum(costs.verify_s.values()) + costs.decode_s + costs.draft_s
+            self._credit -= (
+                sum(costs.verify_s.values()) + costs.decode_s + costs.draft_s + costs.extend_s
+            )
         self.model.add_probe(costs)
 
     def costs(self) -> StepCosts:
@@ -122,11 +132,11 @@ class Dispatcher(TreePolicy):
     def choose(self, offer: Offer | None = None, height: int = 1 << 30) -> Choice:
         costs, z = self.costs(), AUTO_Z
         context = self.contexts.get(_context(offer)) or DepthAcceptance()
-        longest = min(self._longest, height)
+        deepest = min(self._deepest, height)
         # A chain's mean is what was seen (AUTO_MEAN_PRIOR_STEPS): a draft never seen to
         # agree is never sure to pay, so its steps are probes the account charges. (A
         # lookup's keeps the even prior: it runs no draft, and a wrong one costs a few rows.)
-        means, chains = context.bounds_by_length(longest, z, self.chains, seen=True)
+        means, chains = context.bounds_by_length(deepest, z, self.chains, seen=True)
         # The best way by optimism (``best``) and by its mean alone (``sure``): (rate, mean
         # rate, choice) each.
         best: tuple[float, float, Choice] | None = None
@@ -142,10 +152,7 @@ class Dispatcher(TreePolicy):
                 cost = chain_cost(min(cost.max_height, height))
                 tokens, mean = chains[cost.max_height - 1], means[cost.max_height - 1]
             else:
-                rec = self.trees[shape.name]
-                upper = rec.upper(z)
-                tokens = cost.max_height + 1.0 if upper is None else upper
-                mean = rec.tokens / rec.steps if rec.steps > 0 else 0.0  # never run: unknown
+                tokens, mean = self._tree_tokens(shape, chains, means, z)
             seconds = costs.predict(cost, self.widths)
             rate = min(tokens, cost.max_height + 1.0) / seconds
             mean_rate = min(mean, cost.max_height + 1.0) / seconds
@@ -176,6 +183,20 @@ class Dispatcher(TreePolicy):
                 return sure[1]
             self._probing = sure[0]
         return best[2]
+
+    def _tree_tokens(
+        self, shape: TreeShape, chains: list[float], means: list[float], z: float
+    ) -> tuple[float, float]:
+        """(Optimistic, mean) tokens per step of a tree: its first branch's chain figures
+        plus what its other branches added (``z`` standard errors over it); never run, as
+        many as it can emit and no more than its first branch (unknown)."""
+        rec = self.trees[shape.name]
+        branch = min(self._branch[shape.name], len(chains))
+        chain, chain_mean = (chains[branch - 1], means[branch - 1]) if branch else (1.0, 1.0)
+        upper = rec.upper(z)
+        if upper is None:
+            return shape.cost.max_height + 1.0, chain_mean
+        return chain + upper, chain_mean + rec.tokens / rec.steps
 
     def _decay_all(self, factor: float) -> None:
         for acc in (self.chains, *self.contexts.values(), *self.evidence.values()):
@@ -214,7 +235,8 @@ class Dispatcher(TreePolicy):
                 self._observe_chain(step.height, step.accepted)
         elif shape.name in self.trees:
             self.trees[shape.name].decay(AUTO_DECAY)
-            self.trees[shape.name].add(step.emitted)
+            self.trees[shape.name].add(step.emitted - step.main_accepted - 1)
+            self._branch[shape.name] = step.main_height
             if step.main_height:
                 # Its first branch is the chain the draft would have drafted: chains learn
                 # from the trees' steps too, so a chain that accepts as often as a tree is
@@ -235,8 +257,11 @@ class Dispatcher(TreePolicy):
         if _chain(shape):
             tokens = self.chains.tokens(shape.cost.max_height)
         else:
-            rec = self.trees[shape.name]
-            tokens = rec.tokens / rec.steps if rec.steps > 0 else 0.0
+            # Its first branch's chain plus what the other branches added.
+            rec, branch = self.trees[shape.name], self._branch[shape.name]
+            tokens = (self.chains.tokens(branch) if branch else 1.0) + (
+                rec.tokens / rec.steps if rec.steps > 0 else 0.0
+            )
         return tokens / costs.predict(shape.cost, self.widths)
 
     def report(self) -> dict[str, dict[str, float]]:

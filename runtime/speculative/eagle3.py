@@ -18,6 +18,7 @@ target and its verification are untouched, so output stays exact; only acceptanc
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -194,9 +195,15 @@ class Eagle3DraftRunner(SpeculativeDraftRunner):
     def propose(self, shape: TreeShape, max_height: int, sampler: Sampler) -> Proposal:
         if not shape.cost.max_nodes:  # a decode: the draft stays behind
             return Proposal([], [])
+        t0 = time.perf_counter()
         calls = self.catch_up()
+        extend_s = time.perf_counter() - t0
         proposal = shape.grow(self.expansion(), max_height, sampler)
-        return replace(proposal, calls=proposal.calls + calls) if calls else proposal
+        if not calls:
+            return proposal
+        return replace(
+            proposal, calls=proposal.calls + calls, extend_calls=calls, extend_s=extend_s
+        )
 
     def accept(self, acceptance: Acceptance) -> int:
         assert acceptance.hidden is not None

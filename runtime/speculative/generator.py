@@ -234,6 +234,8 @@ class SpeculativeTokenGenerator:
             rows=self.target.verify_width_for(tree.capacity + 1),
             draft_s=draft_s if proposal.calls or calls else 0.0,
             draft_calls=proposal.calls + calls,
+            extend_s=proposal.extend_s,
+            extend_calls=proposal.extend_calls,
             main_height=main[0],
             main_accepted=main[1],
         )

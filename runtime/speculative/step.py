@@ -39,13 +39,17 @@ class Proposal:
     ``probs[i-1]`` is the distribution (target ids) node i was drawn from, for sampling
     verification; ``None`` means every node was a deterministic pick (a point mass: the
     verifier accepts token x with probability p(x) and removes it from p on rejection).
-    ``calls`` counts draft model calls made.
+    ``calls`` counts draft model calls made, ``extend_calls`` of them the catch-up that
+    started the proposal (fed what the target committed since the last one), which took
+    ``extend_s`` seconds: the cost model prices it apart from the levels.
     """
 
     tokens: list[int]
     parents: list[int]
     probs: list[TokenDist] | None = None
     calls: int = 0
+    extend_calls: int = 0
+    extend_s: float = 0.0
 
     @classmethod
     def chain(  # type: ignore[no-untyped-def]
@@ -112,6 +116,9 @@ class StepOutcome:
     # deep it went and how many of its tokens the step accepted. 0 for a chain or a lookup.
     main_height: int = 0
     main_accepted: int = 0
+    # Of the draft's seconds and calls, the catch-up's (``Proposal.extend_s``).
+    extend_s: float = 0.0
+    extend_calls: int = 0
 
     @property
     def emitted(self) -> int:
@@ -125,10 +132,17 @@ class StepCosts:
     (``step_kind``)."""
 
     verify_s: dict[int, float]  # per compiled verify width
-    draft_s: float = 0.0  # one draft model call (a level, or the extend that starts one)
+    draft_s: float = 0.0  # one draft level call of a chain (a link)
     step_width: int = 1  # draft rows one call feeds
     decode_s: float = 0.0  # one target_decode (a step that drafts nothing)
     overhead_s: dict[str, float] = field(default_factory=dict)  # per step kind
+    # The catch-up that starts a proposal (0: a level call's), and one level call of a tree
+    # (0: a chain's): in Python a tree level gathers its parents' states and masks, several
+    # times a chain link's host work, and an extend feeds several rows (measured on the
+    # bundled pair: extend 0.7 ms, chain link 0.3-0.5, tree level 0.9-1.2). Priced as one,
+    # each chain link cost what the mix did, and `auto` ran chains too short.
+    extend_s: float = 0.0
+    tree_level_s: float = 0.0
 
     def predict(self, cost: ShapeCost, widths: tuple[int, ...], model: bool = True) -> float:
         """Seconds of one step of a shape that costs ``cost`` (``TreeShape.cost``); ``model``
@@ -137,10 +151,12 @@ class StepCosts:
         if cost.max_nodes == 0:
             return self.decode_s + self.overhead_s.get(kind, 0.0)
         width = _narrowest(widths, cost.max_nodes + 1)
-        calls = 0
+        seconds = self.verify_s[width] + self.overhead_s.get(kind, 0.0)
         if model:  # the extend that catches the draft up, then its levels
-            calls = 1 + max(cost.levels, math.ceil(cost.fed_nodes / max(self.step_width, 1)))
-        return self.verify_s[width] + calls * self.draft_s + self.overhead_s.get(kind, 0.0)
+            levels = max(cost.levels, math.ceil(cost.fed_nodes / max(self.step_width, 1)))
+            level = (kind == STEP_TREE and self.tree_level_s) or self.draft_s
+            seconds += (self.extend_s or self.draft_s) + levels * level
+        return seconds
 
 
 @functools.cache

@@ -82,8 +82,13 @@ int main(int argc, char** argv) {
         step.accepted = std::min(depths[i], shape.max_height);
         step.rows = width_for(shape.max_nodes + 1);
         step.target_s = costs.verify_s.at(step.rows) * slow;
+        // The catch-up (one extend, twice a level's seconds), then the levels; a tree's
+        // level costs half again a chain's (its gathers).
+        step.extend_calls = 1;
+        step.extend_s = 2 * costs.draft_s * slow;
         step.draft_calls = 1 + shape.levels;
-        step.draft_s = step.draft_calls * costs.draft_s * slow;
+        const double level = shape.max_nodes > shape.max_height ? 1.5 : 1.0;
+        step.draft_s = step.extend_s + shape.levels * level * costs.draft_s * slow;
         step.seconds = step.target_s + step.draft_s + 0.0004 * slow;
         if (shape.max_nodes > shape.max_height) {  // a tree: its first branch one short
           step.main_height = shape.max_height - 1;

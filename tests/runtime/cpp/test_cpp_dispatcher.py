@@ -57,13 +57,16 @@ def _python(req: dict) -> dict:  # type: ignore[type-arg]
             cost = choice.shape.cost
             rows = _width(widths, cost.max_nodes + 1)
             target_s = costs.verify_s[rows] * slow
-            calls = 1 + cost.levels
-            draft_s = calls * costs.draft_s * slow
+            # The catch-up (one extend, twice a level's seconds), then the levels; a
+            # tree's level costs half again a chain's (its gathers).
+            calls, extend_s = 1 + cost.levels, 2 * costs.draft_s * slow
+            level = 1.5 if cost.max_nodes > cost.max_height else 1.0
+            draft_s = extend_s + cost.levels * level * costs.draft_s * slow
             main = cost.max_height - 1 if cost.max_nodes > cost.max_height else 0
             step = StepOutcome(
                 cost.max_height, min(depth, cost.max_height),
                 target_s + draft_s + 0.0004 * slow, cost.max_height, None,
-                target_s, rows, draft_s, calls, main, min(depth, main),
+                target_s, rows, draft_s, calls, main, min(depth, main), extend_s, 1,
             )  # fmt: skip
             name = choice.shape.name
         policy.observe(choice, step)

@@ -24,6 +24,7 @@ double median(const std::deque<double>& d) { return median(std::vector<double>(d
 
 const char* const kDecodeCall = contract::kCostDecode;
 const char* const kDraftCall = contract::kCostDraft;
+const char* const kExtendCall = contract::kCostExtend;
 
 std::string verify_key(int64_t width) { return contract::kCostVerify + std::to_string(width); }
 
@@ -44,12 +45,16 @@ double StepCosts::predict(const TreeShape& shape, const std::vector<int64_t>& wi
       break;
     }
   }
-  int64_t calls = 0;
+  double seconds = verify_s.at(width) + overhead;
   if (model) {  // the extend that catches the draft up, then its levels
     const int64_t per_call = std::max<int64_t>(step_width, 1);
-    calls = 1 + std::max<int64_t>(shape.levels, (shape.fed_nodes + per_call - 1) / per_call);
+    const int64_t levels =
+        std::max<int64_t>(shape.levels, (shape.fed_nodes + per_call - 1) / per_call);
+    const bool tree = shape.max_nodes != shape.max_height;
+    const double level = tree && tree_level_s ? tree_level_s : draft_s;
+    seconds += (extend_s ? extend_s : draft_s) + levels * level;
   }
-  return verify_s.at(width) + calls * draft_s + overhead;
+  return seconds;
 }
 
 double StepCosts::predict_chain(int64_t length, const std::vector<int64_t>& widths,
@@ -85,6 +90,7 @@ void CostModel::add_probe(const StepCosts& probe) {
   for (const auto& [w, s] : probe.verify_s) timed.emplace_back(verify_key(w), s);
   timed.emplace_back(kDecodeCall, probe.decode_s);
   timed.emplace_back(kDraftCall, probe.draft_s);
+  timed.emplace_back(kExtendCall, probe.extend_s);
   for (const auto& [key, seconds] : timed) {
     if (seconds <= 0) continue;
     probe_[key] = seconds;
@@ -99,15 +105,32 @@ void CostModel::observe(const std::string& kind, const StepOutcome& step) {
   if (step.rows) {
     observe_call(kind == contract::kStepDecode ? kDecodeCall : verify_key(step.rows), step.target_s);
   }
-  if (step.draft_calls) observe_call(kDraftCall, step.draft_s / step.draft_calls);
+  // The catch-up once per step, then the levels per call; with no level call the rest of
+  // the draft's time is host work (costs.py).
+  if (step.extend_calls) observe_call(kExtendCall, step.extend_s);
+  const int64_t levels = step.draft_calls - step.extend_calls;
+  double host = step.seconds - step.target_s - step.draft_s;
+  if (levels > 0) {
+    const double level_s = (step.draft_s - step.extend_s) / levels;
+    if (kind == contract::kStepTree) {
+      auto& tree = levels_[kind];
+      tree.push_back(level_s);
+      if (tree.size() > contract::kAutoCostWindow) tree.pop_front();
+    } else {
+      observe_call(kDraftCall, level_s);
+    }
+  } else if (step.draft_calls) {
+    host += step.draft_s - step.extend_s;
+  }
   auto& window = overhead_[kind];
-  window.push_back(std::max(step.seconds - step.target_s - step.draft_s, 0.0));
+  window.push_back(std::max(host, 0.0));
   if (window.size() > contract::kAutoCostWindow) window.pop_front();
   overhead_seen_[kind] = steps_;
   // A kind of step not run for kAutoReprobeSteps steps forgets its host work (costs.py).
   for (auto it = overhead_seen_.begin(); it != overhead_seen_.end();) {
     if (steps_ - it->second >= contract::kAutoReprobeSteps) {
       overhead_.erase(it->first);
+      levels_.erase(it->first);
       it = overhead_seen_.erase(it);
     } else {
       ++it;
@@ -137,7 +160,7 @@ double CostModel::scale() const {
   std::vector<double> ratios;
   for (const auto& [key, window] : calls_) {
     const auto probed = probe_.find(key);
-    if (key == kDraftCall || window.size() < contract::kAutoCostMinCalls ||
+    if (key == kDraftCall || key == kExtendCall || window.size() < contract::kAutoCostMinCalls ||
         probed == probe_.end() || probed->second == 0) {
       continue;
     }
@@ -158,6 +181,11 @@ const StepCosts& CostModel::costs() {
       c.verify_s[w] = floor;
     }
     c.draft_s = call(kDraftCall, 1.0).value_or(0.0);
+    c.extend_s = call(kExtendCall, 1.0).value_or(0.0);
+    const auto tree = levels_.find(contract::kStepTree);
+    if (tree != levels_.end() && tree->second.size() >= contract::kAutoCostMinCalls) {
+      c.tree_level_s = median(tree->second);
+    }
     c.step_width = step_width_;
     c.decode_s = decode.value_or(c.verify_s.at(widths_.front()));
     // Host work is priced once a kind of step has run kAutoCostMinCalls times; before, a
@@ -230,7 +258,7 @@ StepCosts measure_costs(TargetProgram& target, SpeculativeDraftRunner* draft, in
     if (wanted(verify_key(w))) widths.push_back(w);
   }
   const bool decode = position >= 0 && position < meta.max_context && wanted(kDecodeCall);
-  const bool drafts = draft != nullptr && wanted(kDraftCall);
+  const bool drafts = draft != nullptr && (wanted(kDraftCall) || wanted(kExtendCall));
   std::map<int64_t, double> verify;
   double decode_s = 0, step_s = 0, extend_s = 0;
   int64_t step_width = 0;
@@ -267,9 +295,9 @@ StepCosts measure_costs(TargetProgram& target, SpeculativeDraftRunner* draft, in
   costs.verify_s = verify;
   costs.step_width = step_width;
   costs.decode_s = decode_s;
-  if (drafts) {
-    const double least = std::min(step_s, extend_s);
-    costs.draft_s = least > 0 ? least : std::max(step_s, extend_s);
+  if (drafts) {  // only what was asked for: a fresh probe time replaces recent times
+    if (wanted(kDraftCall)) costs.draft_s = step_s > 0 ? step_s : extend_s;
+    if (wanted(kExtendCall)) costs.extend_s = extend_s > 0 ? extend_s : step_s;
   }
   if (calls == nullptr) {
     // Load the commit too (copying scratch slots onto themselves): a tree's first commit

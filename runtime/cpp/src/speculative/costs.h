@@ -29,10 +29,13 @@ struct DraftCosts {
 // CostModel's estimates now) and of the host work beside them per kind of step (step_kind).
 struct StepCosts {
   std::map<int64_t, double> verify_s;  // per compiled verify width
-  double draft_s = 0;                  // one draft model call (a level, or the extend)
+  double draft_s = 0;                  // one draft level call of a chain (a link)
   int64_t step_width = 1;              // draft rows one call feeds
   double decode_s = 0;                 // one target_decode (a step that drafts nothing)
   std::map<std::string, double> overhead_s;  // per step kind
+  // The catch-up that starts a proposal (0: a level call's) and one level call of a tree
+  // (0: a chain's), priced apart (step.py StepCosts).
+  double extend_s = 0, tree_level_s = 0;
   // Seconds of one step of `shape`; `model` false: its nodes cost no draft call (a lookup's
   // chain).
   double predict(const TreeShape& shape, const std::vector<int64_t>& widths,
@@ -45,9 +48,10 @@ struct StepCosts {
 // "decode" (nothing verified), "chain" (one node per level) or "tree".
 const char* step_kind(int64_t max_nodes, int64_t max_height);
 
-// Keys of the calls a step makes (CostModel): "decode", "draft" and "verify<w>".
+// Keys of the calls a step makes (CostModel): "decode", "draft", "extend" and "verify<w>".
 extern const char* const kDecodeCall;
 extern const char* const kDraftCall;
+extern const char* const kExtendCall;
 std::string verify_key(int64_t width);
 
 // What each method call and each kind of step's host work costs now (costs.py CostModel):
@@ -71,7 +75,8 @@ class CostModel {
 
   std::vector<int64_t> widths_;
   int64_t step_width_;
-  std::map<std::string, std::deque<double>> calls_, overhead_;
+  // overhead_ and levels_ (a tree's level calls, apart from a chain's) per kind of step.
+  std::map<std::string, std::deque<double>> calls_, overhead_, levels_;
   std::map<std::string, double> probe_;
   std::map<std::string, int64_t> seen_, overhead_seen_;
   // Insertion order of calls_ (Python's dict order: scale's ratios follow it).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "speculative/dynamic_tree.h"
 #include "speculative/static_tree.h"
@@ -115,7 +116,11 @@ Dispatcher::Dispatcher(std::vector<std::unique_ptr<TreeShape>> shapes,
   if (shapes_.empty() && !lookup_) throw Error(message("auto_no_candidates", {}));
   std::sort(widths_.begin(), widths_.end());
   for (const auto& s : shapes_) {
-    if (!is_chain(*s)) trees_[s->name];
+    if (is_chain(*s)) continue;
+    trees_[s->name];
+    // Before its first step, the tree's height (a static tree's first branch is its
+    // deepest, most often).
+    branch_[s->name] = s->max_height;
   }
 }
 
@@ -176,9 +181,7 @@ Choice Dispatcher::choose(const Offer* offer, int64_t height) {
       mean = context.tokens(deepest, 0.0, &chains_, true);
       seconds = costs.predict_chain(deepest, widths_);
     } else {
-      const StepRecord& rec = trees_.at(s->name);
-      tokens = rec.upper(z).value_or(deepest + 1.0);
-      mean = rec.steps > 0 ? rec.tokens / rec.steps : 0.0;  // never run: unknown
+      std::tie(tokens, mean) = tree_tokens(*s, context, height, z);
       seconds = costs.predict(*s, widths_);
     }
     take(std::min(tokens, deepest + 1.0) / seconds, std::min(mean, deepest + 1.0) / seconds,
@@ -210,7 +213,7 @@ Choice Dispatcher::choose(const Offer* offer, int64_t height) {
 
 void Dispatcher::use_costs(const StepCosts& costs) {
   if (model_.ready() && opened_) {  // a re-timing: one call each
-    double seconds = costs.decode_s + costs.draft_s;
+    double seconds = costs.decode_s + costs.draft_s + costs.extend_s;
     for (const auto& [_, s] : costs.verify_s) seconds += s;
     credit_ -= seconds;
   }
@@ -253,12 +256,25 @@ void Dispatcher::observe(const Choice& choice, const StepOutcome& step) {
     if (step.height) observe_chain(step.height, step.accepted);
   } else if (trees_.count(shape.name)) {
     trees_[shape.name].decay(contract::kAutoDecay);
-    trees_[shape.name].add(step.emitted());
+    trees_[shape.name].add(step.emitted() - step.main_accepted - 1);
+    branch_[shape.name] = step.main_height;
     // Its first branch is the chain the draft would have drafted: chains learn from the
     // trees' steps too, so a chain that accepts as often as a tree is not left at its prior
     // once the trees have records.
     if (step.main_height) observe_chain(step.main_height, step.main_accepted);
   }
+}
+
+std::pair<double, double> Dispatcher::tree_tokens(const TreeShape& shape,
+                                                  const DepthAcceptance& context,
+                                                  int64_t height, double z) const {
+  const StepRecord& rec = trees_.at(shape.name);
+  const int64_t branch = std::min(branch_.at(shape.name), height);
+  const double chain = branch ? context.tokens(branch, z, &chains_) : 1.0;
+  const double chain_mean = branch ? context.tokens(branch, 0.0, &chains_, true) : 1.0;
+  const std::optional<double> upper = rec.upper(z);
+  if (!upper) return {shape.max_height + 1.0, chain_mean};
+  return {chain + *upper, chain_mean + rec.tokens / rec.steps};
 }
 
 void Dispatcher::observe_chain(int64_t height, int64_t accepted) {
@@ -275,8 +291,10 @@ double Dispatcher::estimate(const TreeShape& shape) {
   if (is_chain(shape)) {
     tokens = chains_.tokens(shape.max_height);
   } else {
+    // Its first branch's chain plus what the other branches added (dispatcher.py).
     const StepRecord& rec = trees_.at(shape.name);
-    tokens = rec.steps > 0 ? rec.tokens / rec.steps : 0.0;
+    const int64_t branch = branch_.at(shape.name);
+    tokens = (branch ? chains_.tokens(branch) : 1.0) + (rec.steps > 0 ? rec.tokens / rec.steps : 0.0);
   }
   return tokens / costs.predict(shape, widths_);
 }

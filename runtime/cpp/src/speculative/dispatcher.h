@@ -71,6 +71,10 @@ class Dispatcher : public TreePolicy {
  private:
   void decay_all(double factor);
   void observe_chain(int64_t height, int64_t accepted);  // chain acceptance, pooled and in context
+  // (Optimistic, mean) tokens per step of a tree: its first branch's chain figures in
+  // `context` (at most `height` deep) plus what its other branches added (dispatcher.py).
+  std::pair<double, double> tree_tokens(const TreeShape& shape, const DepthAcceptance& context,
+                                        int64_t height, double z) const;
 
   std::vector<std::unique_ptr<TreeShape>> shapes_;
   std::unique_ptr<TreeShape> nothing_;
@@ -79,7 +83,8 @@ class Dispatcher : public TreePolicy {
   CostModel model_;
   DepthAcceptance chains_;                           // pooled
   std::map<std::string, DepthAcceptance> contexts_;  // per offer evidence ("": none)
-  std::map<std::string, StepRecord> trees_;
+  std::map<std::string, StepRecord> trees_;     // tokens beyond the first branch's
+  std::map<std::string, int64_t> branch_;       // how deep its first branch last went
   std::map<std::string, DepthAcceptance> evidence_;  // the lookup's, per evidence
   std::string context_;                              // the last choice's
   double credit_ = 0;    // the probe account (contract::kAutoProbeShare), seconds

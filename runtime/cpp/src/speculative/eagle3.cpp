@@ -1,6 +1,7 @@
 #include "speculative/eagle3.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace etspec {
 
@@ -41,12 +42,19 @@ Eagle3DraftRunner::Eagle3DraftRunner(DraftProgram& program, const TargetMetadata
 Proposal Eagle3DraftRunner::propose(const TreeShape& shape, int64_t max_height,
                                     Sampler& sampler) {
   if (shape.max_nodes == 0) return {};  // a decode: the draft stays behind
+  const auto t0 = std::chrono::steady_clock::now();
   const int64_t calls = catch_up();
+  const double extend_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   Eagle3Expansion expansion(program_, root_, window_);
   expansion.target_ids = &target_ids_;
   expansion.vocab_size = target_vocab_;
   Proposal out = shape.grow(expansion, max_height, sampler);
-  out.calls += calls;
+  if (calls) {
+    out.calls += calls;
+    out.extend_calls = calls;
+    out.extend_s = extend_s;
+  }
   return out;
 }
 

@@ -199,6 +199,8 @@ std::optional<StepOutcome> SpeculativeTokenGenerator::speculate(GenerationContex
   step.rows = call.rows;
   step.draft_calls = proposal.calls + calls;
   step.draft_s = step.draft_calls ? draft_s : 0.0;
+  step.extend_calls = proposal.extend_calls;
+  step.extend_s = proposal.extend_s;
   // A tree's first branch is a chain step the dispatcher learns chains from.
   if (!choice.lookup && dynamic_cast<const ChainShape*>(&shape) == nullptr) {
     std::tie(step.main_height, step.main_accepted) = tree.first_branch(verdict.nodes);

@@ -21,6 +21,10 @@ struct Proposal {
   // every node is a deterministic pick (a point mass for the verifier).
   std::vector<TokenDist> q;
   int64_t calls = 0;
+  // Of the calls, the catch-up that started the proposal (fed what the target committed
+  // since the last one) and its seconds: the cost model prices it apart from the levels.
+  int64_t extend_calls = 0;
+  double extend_s = 0;
 };
 
 // A proposal a drafter has at no model call (prompt lookup's match): the chain's tokens
@@ -62,6 +66,8 @@ struct StepOutcome {
   int64_t rows = 0;
   double draft_s = 0;
   int64_t draft_calls = 0;
+  double extend_s = 0;  // of those, the catch-up's (Proposal::extend_s)
+  int64_t extend_calls = 0;
   // A tree's first branch (from the root, each node's first child: the chain of the draft's
   // top-ranked tokens, which a chain step of that length would have drafted): how deep it went
   // and how many of its tokens the step accepted. 0 for a chain or a lookup.
