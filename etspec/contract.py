@@ -315,6 +315,8 @@ STATS_FIELDS: tuple[tuple[str, str], ...] = (
     ("accept_pos", "counted"),
     ("proposed_pos", "counted"),
     ("shape_steps", "counted"),
+    ("shape_drafted", "counted"),
+    ("shape_accepted", "counted"),
     ("stage_s", "counted"),
     ("ttft_s", "counted"),
     ("tpot_s", "derived"),

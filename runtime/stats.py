@@ -50,8 +50,12 @@ class GenerationStats:
     # (their ratio is the acceptance curve).
     accept_pos: list[int] = field(default_factory=list)
     proposed_pos: list[int] = field(default_factory=list)
-    # Verify steps per tree shape (what ``--tree auto`` chose).
+    # Verify steps per tree shape (what ``--tree auto`` chose; ``lookup``: prompt lookup's
+    # offers, ``none``: a decode), and their drafted and accepted tokens: which drafter
+    # produced which steps and tokens.
     shape_steps: dict[str, int] = field(default_factory=dict)
+    shape_drafted: dict[str, int] = field(default_factory=dict)
+    shape_accepted: dict[str, int] = field(default_factory=dict)
     stage_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     ttft_s: float = 0.0
     total_s: float = 0.0
@@ -88,6 +92,8 @@ class GenerationStats:
         self.accepted_tokens += accepted
         if shape:
             self.shape_steps[shape] = self.shape_steps.get(shape, 0) + 1
+            self.shape_drafted[shape] = self.shape_drafted.get(shape, 0) + proposed
+            self.shape_accepted[shape] = self.shape_accepted.get(shape, 0) + accepted
         while len(self.proposed_pos) < height:
             self.proposed_pos.append(0)
             self.accept_pos.append(0)

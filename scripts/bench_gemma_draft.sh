@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Rerun docs/results.md's figures of a Gemma 3 270M EAGLE-3 draft (default target export,
-# 128 new tokens per prompt), each summary (manifest, settings, per-system figures) under
-# docs/results/ and the full reports in the cache. Keep the machine otherwise idle for the
+# 128 new tokens per prompt), each whole report (manifest, summary, every prompt's record)
+# under docs/results/. Keep the machine otherwise idle for the
 # speed stage. By default the draft is the one the repository ships
 # (checkpoints/gemma-3-270m-eagle3), exported here with the target when missing.
 #
@@ -43,9 +43,8 @@ if [ -z "${DRAFT:-}" ] && [ ! -f "$draft" ]; then
         --dtype 8da8w-e4 -o "$draft"
 fi
 [ -f "$draft" ] || { echo "no $draft: bash scripts/train_gemma_draft.sh" >&2; exit 1; }
-summary() { # the report without its per-prompt records, for docs/results/
-    python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); r.pop("records")
-json.dump(r, open(sys.argv[2], "w"), indent=1)' "$1" "$2"
+publish() { # the whole report, every prompt's record, for docs/results/
+    cp "$1" "$2"
 }
 for stage in ${STAGES:-acceptance speed}; do
     case $stage in
@@ -57,7 +56,7 @@ for stage in ${STAGES:-acceptance speed}; do
                     etspec bench --target "$target" --draft "$draft" --draft-method eagle3 \
                         --prompts "$set" --num-prompts 64 \
                         --trees chain5 --json "$out" --force
-                    summary "$out" "docs/results/gemma3-270m-$name-draft-$set-chain5-greedy.json"
+                    publish "$out" "docs/results/gemma3-270m-$name-draft-$set-chain5-greedy.json"
                     continue
                 fi
                 # One draw of 64 sampled texts moves per-token acceptance by about 0.04 (the
@@ -71,7 +70,7 @@ for stage in ${STAGES:-acceptance speed}; do
                     etspec bench --target "$target" --draft "$draft" --draft-method eagle3 \
                         --prompts "$set" --num-prompts 64 --trees chain5 \
                         --temperature 0.8 --top-p 0.95 --seed "$seed" --json "$out" --force
-                    summary "$out" "docs/results/gemma3-270m-$name-draft-$set-chain5-sampled$tail.json"
+                    publish "$out" "docs/results/gemma3-270m-$name-draft-$set-chain5-sampled$tail.json"
                     draws+=("$out")
                 done
                 python3 scripts/results_table.py "${draws[@]}" \
@@ -95,7 +94,7 @@ for stage in ${STAGES:-acceptance speed}; do
                         out=$work/$name-speed-$set-$mode-$method-run$run.json
                         etspec bench "${pair[@]}" --prompts "$set" --num-prompts 16 --trees auto \
                             "${extra[@]}" "${cpp[@]}" --json "$out" --force
-                        summary "$out" "docs/results/gemma3-270m-$name-draft-speed-$set-$mode-$method-run$run.json"
+                        publish "$out" "docs/results/gemma3-270m-$name-draft-speed-$set-$mode-$method-run$run.json"
                     done
                 done
             done

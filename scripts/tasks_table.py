@@ -5,7 +5,8 @@
 Per system (each of Python's and the C++ runner's against its own runtime's target-only):
 the mean speedup over every prompt and per task-type set (the mean over runs of each run's
 mean), the least per-prompt speedup over every run, the prompts below 0.95x, the share of
-steps each way ran (none: a plain decode; lookup; the model's chains), and the repetition of
+steps each way ran (none: a plain decode; lookup; the model's chains and trees) and of the
+tokens they emitted (``etspec.tools.attribution``), and the repetition of
 target-only's text (its share of 4-grams seen before: what prompt lookup can predict).
 """
 
@@ -13,11 +14,13 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import click
+
+from etspec.tools.attribution import pooled
 
 
 def baseline(name: str) -> str:
@@ -32,7 +35,7 @@ def table(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for name in names:
         per_run: list[dict[str, float]] = []
         least, below, prompts = float("inf"), 0, 0
-        steps: Counter[str] = Counter()
+        every_record: list[dict[str, Any]] = []
         for run in runs:
             recs = run["records"]
             base = {r["prompt_id"]: r for r in recs[baseline(name)]}
@@ -46,23 +49,24 @@ def table(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 least = min(least, s)
                 below += s < 0.95
                 prompts += 1
-                steps.update(r.get("shape_steps", {}))
+                every_record.append(r)
             every = [v for vs in sets.values() for v in vs]
             per_run.append(
                 {"all": statistics.mean(every), **{k: statistics.mean(v) for k, v in sets.items()}}
             )
         keys = per_run[0].keys()
-        total = sum(steps.values()) or 1
-        shares: Counter[str] = Counter()
-        for k, v in steps.items():
-            shares["none" if k == "none" else "lookup" if k == "lookup" else "model"] += v / total
+        pool = pooled(every_record)
+        # Token shares need each shape's accepted tokens (records from before they were
+        # counted have steps only).
+        counted = all("shape_accepted" in r for r in every_record)
         out["systems"][name] = {
             "mean": {k: statistics.mean(r[k] for r in per_run) for k in keys},
             "range": {k: [min(r[k] for r in per_run), max(r[k] for r in per_run)] for k in keys},
             "least_prompt": least,
             "below_0.95": below,
             "prompts": prompts,
-            "step_shares": dict(shares),
+            "step_shares": {k: d["step_share"] for k, d in pool.items()},
+            "token_shares": {k: d["token_share"] for k, d in pool.items()} if counted else None,
         }
     for run in runs:
         for r in run["records"]["target-only"]:
@@ -78,16 +82,19 @@ def markdown(result: dict[str, Any]) -> str:
     head = (
         "| system | all | "
         + " | ".join(sets)
-        + " | least prompt | below 0.95x | steps: decode / lookup / model |"
+        + " | least prompt | below 0.95x | steps (tokens): decode / lookup / model |"
     )
     rows = [head, "|" + "---|" * (len(sets) + 5)]
     for name, s in systems.items():
         cells = [f"{s['mean']['all']:.2f}x"] + [f"{s['mean'][k]:.2f}x" for k in sets]
-        sh = s["step_shares"]
+        sh, tok = s["step_shares"], s.get("token_shares")
+        shares = " / ".join(
+            f"{sh.get(k, 0):.0%}" + (f" ({tok.get(k, 0):.0%})" if tok else "")
+            for k in ("none", "lookup", "model")
+        )
         rows.append(
             f"| {name} | " + " | ".join(cells) + f" | {s['least_prompt']:.2f}x | "
-            f"{s['below_0.95']}/{s['prompts']} | {sh.get('none', 0):.0%} / "
-            f"{sh.get('lookup', 0):.0%} / {sh.get('model', 0):.0%} |"
+            f"{s['below_0.95']}/{s['prompts']} | {shares} |"
         )
     rep = result["repetition"]
     rows.append(

@@ -26,10 +26,11 @@ from typing import Any, Protocol
 
 from etspec.contract import TargetMetadata
 from etspec.errors import EtspecError
-from etspec.runtime.runner import GenerationResult
+from etspec.runtime.runner import GenerationResult, TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
 from etspec.runtime.speculative.settings import parse_shape
+from etspec.tools import attribution
 from etspec.tools.prompts import Prompt
 
 BASELINE = "target-only"
@@ -219,6 +220,9 @@ def run_systems(
                 for name, got in answers.items():
                     ref = answers.get(baseline_of(name, baselines) or name)
                     if ref is not None and got.token_ids != ref.token_ids:
+                        records[name][-1].update(
+                            divergence(systems.get(BASELINE), ids, budget, ref, got, ignore_eos)
+                        )
                         on_mismatch(  # type: ignore[misc]
                             failure_dump(
                                 name,
@@ -238,6 +242,32 @@ def run_systems(
         if on_prompt is not None:
             on_prompt()
     return records, first
+
+
+def divergence(
+    base: BenchSystem | None,
+    ids: list[int],
+    budget: int,
+    ref: GenerationResult,
+    got: GenerationResult,
+    ignore_eos: bool,
+) -> dict[str, Any]:
+    """Where a greedy output left its reference's (``diverged_at``) and whether it is a
+    near-tie: the target's top-2 logit gap there under ``validate.TIE_GAP``
+    (``top2_gap``, ``near_tie``), read from target-only run again with its logits (outside
+    any timing). Counted apart from identical outputs; no gap where the rerun is not the
+    reference's output."""
+    import torch
+
+    from etspec.tools.validate import compare
+
+    logits = torch.empty(0, 0)  # no row: no gap
+    if isinstance(base, TextLLMRunner):
+        again = base.generate(ids, budget, record_logits=True, ignore_eos=ignore_eos)
+        if again.token_ids == ref.token_ids and again.logits is not None:
+            logits = again.logits
+    verdict = compare(0, ref.token_ids, got.token_ids, logits)
+    return {"diverged_at": verdict.diverge_at, "top2_gap": verdict.gap, "near_tie": verdict.tie}
 
 
 def _run_turn(
@@ -359,6 +389,7 @@ def summarize(
             accepted = _sum_lists([r["accept_pos"] for r in records])
             s["accept_pos"] = [a / p if p else 0.0 for a, p in zip(accepted, proposed, strict=True)]
             s["stage_s"] = _sum_dicts([r["stage_s"] for r in records])
+            s["drafters"] = attribution.pooled(records)
         if base and name != BASELINE:
             pairs = [(r, base[r["prompt_id"]]) for r in records if r["prompt_id"] in base]
             speed = [r["tokens_per_s"] / b["tokens_per_s"] for r, b in pairs if b["tokens_per_s"]]
@@ -374,6 +405,8 @@ def summarize(
                 if r["prompt_id"] in ref
             )
             s["identical_to"] = ref_name
+            # Bit-identical only; a near-tie divergence is counted apart (``divergence``).
+            s["near_ties"] = sum(bool(r.get("near_tie")) for r in records)
         if base and name != BASELINE and "tpc" in s:
             s["cost_model"] = cost_model(records, systems[BASELINE], s["speedup"]["mean"])
         out[name] = s
@@ -421,8 +454,49 @@ def _sum_dicts(dicts: Sequence[dict[str, float]]) -> dict[str, float]:
     return out
 
 
-def manifest(settings: dict[str, Any]) -> dict[str, Any]:
-    """What a result needs to be reproduced: versions, revision, machine, settings."""
+# CPU flags a figure depends on (the kernels XNNPACK and llama.cpp pick), as /proc/cpuinfo
+# names them (x86 "flags", arm64 "Features").
+_SIMD_FLAGS = ("avx", "amx", "fma", "f16c", "sse4", "asimd", "sve", "i8mm", "dotprod", "bf16")
+
+
+def cpu() -> dict[str, Any]:
+    """The CPU's model and the SIMD flags it reports (Linux /proc/cpuinfo; empty elsewhere)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {"model": platform.processor() or platform.machine(), "flags": []}
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = (fields.get("flags") or fields.get("Features") or "").split()
+    model = fields.get("model name") or fields.get("CPU part") or platform.machine()
+    return {"model": model, "flags": sorted(f for f in flags if f.startswith(_SIMD_FLAGS))}
+
+
+def artifact_record(path: Path, kind: str) -> dict[str, Any]:
+    """An artifact as a result names it: path, size, SHA-256 and the recipe its metadata
+    records (what was exported: dtype, context, verify widths, ...)."""
+    import hashlib
+
+    from etspec.artifact import open_artifact
+
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return {
+        "path": str(path),
+        "bytes": path.stat().st_size,
+        "sha256": digest.hexdigest(),
+        "recipe": open_artifact(path, kind).metadata.constant_methods(),
+    }
+
+
+def manifest(settings: dict[str, Any], artifacts: dict[str, Path] | None = None) -> dict[str, Any]:
+    """What a result needs to be reproduced: versions, revision (and a hash of any
+    uncommitted diff), machine (CPU model and SIMD flags), settings, and each artifact's
+    SHA-256 and recipe (``artifacts``: kind -> path)."""
     from importlib.metadata import PackageNotFoundError, version
 
     import torch
@@ -441,19 +515,29 @@ def manifest(settings: dict[str, Any]) -> dict[str, Any]:
             return ""
 
     rev = git("rev-parse", "HEAD")
-    # Uncommitted changes to tracked files: the revision alone does not reproduce the run.
-    dirty = bool(rev) and bool(git("status", "--porcelain", "--untracked-files=no"))
+    # Uncommitted changes to tracked files outside docs/ (where results land, and nothing
+    # that runs): the revision alone does not reproduce the run, the diff's hash names it.
+    code = ("--", ":/", ":(top,exclude)docs")
+    dirty = bool(rev) and bool(git("status", "--porcelain", "--untracked-files=no", *code))
+    diff = None
+    if dirty:
+        import hashlib
+
+        diff = hashlib.sha256(git("diff", "HEAD", *code).encode()).hexdigest()
     return {
         "etspec": version("etspec"),
         "git_revision": rev or None,
         "git_dirty": dirty,
+        "git_diff_sha256": diff,
         "torch": torch.__version__,
         "executorch": executorch_version,
         "python": platform.python_version(),
         "machine": platform.machine(),
         "processor": platform.processor() or platform.machine(),
+        "cpu": cpu(),
         "cpu_count": cpu_count(),
         "torch_threads": torch.get_num_threads(),
+        "artifacts": {k: artifact_record(p, k) for k, p in (artifacts or {}).items()},
         "settings": settings,
     }
 

@@ -23,6 +23,7 @@ from etspec.runtime.runner import TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
 from etspec.runtime.spec import RunnerSpec, TreeSettings
 from etspec.runtime.speculative.settings import parse_shape
+from etspec.tools import attribution
 from etspec.tools.bench_harness import (
     BASELINE,
     BenchFailure,
@@ -73,6 +74,9 @@ class BenchOutcome:
     written: Path | None
 
 
+# Options of the eager reference program only: a .pte's own recipe is in its metadata
+# (the manifest's ``artifacts``), and these defaults there read as if they were it.
+_REFERENCE_ONLY = ("device", "max_seq", "dtype", "verify_width")
 # What parse_shape reads as a shape's name (anything else is an unknown tree).
 _SHAPE_NAME = re.compile(r"chain\d+|dynamic-d\d+k\d+t\d+|[nN]\d+|[dD]\d+\s*[xX-]?\s*[bB][fF]\d+")
 
@@ -209,6 +213,10 @@ def bench(req: BenchRequest) -> BenchOutcome | None:
         if rank != 0:
             return None
         records = merge_shards(parts, prompts)
+    for name, recs in records.items():  # which drafter produced each record's steps
+        method = _method_of(name, req.methods, spec.draft_method)
+        for r in recs:
+            r["drafters"] = attribution.drafters(r, method)
     summary = summarize(records, others.baselines)
     for name, system in others.systems.items():
         if isinstance(system, OutsidePeer) and system.threads is not None:
@@ -223,15 +231,30 @@ def bench(req: BenchRequest) -> BenchOutcome | None:
             summary[name]["auto_report"] = report
     memory = memory_report(next(iter(speculative.values()), base))
     if out is not None:
-        settings = {**req.settings, "world_size": world, "load_average_before": load}
+        settings = {**req.settings, "world_size": world}
+        if not spec.reference:  # the eager reference's own build options, not the .pte's
+            for key in _REFERENCE_ONLY:
+                settings.pop(key, None)
+        artifacts = {} if spec.reference else {"target": Path(spec.target)}
+        if spec.draft is not None and not spec.reference:
+            artifacts["draft"] = Path(spec.draft)
+        # Systems run interleaved, prompt by prompt: the run's load is each system's.
+        loads = {"before": load, "after": os.getloadavg()[0]}
         report = {
-            "manifest": manifest(settings),
+            "manifest": {**manifest(settings, artifacts), "load_average": loads},
             "summary": summary,
             "memory": memory,
             "records": records,
         }
         write_atomically(out, json.dumps(report, indent=1).encode())
     return BenchOutcome(summary, memory, others.in_process, mismatches, out)
+
+
+def _method_of(system: str, methods: list[str], default: str) -> str:
+    """The draft method a system ran: its name's first word under --draft-methods (C++
+    peers prefixed ``cpp``), else the run's."""
+    first = system.removeprefix("cpp ").split(" ", 1)[0]
+    return first if first in methods else default
 
 
 def memory_report(runner: TextLLMRunner) -> dict[str, Any]:
@@ -260,8 +283,8 @@ def format_table(summary: dict[str, dict[str, Any]]) -> str:
     """A Markdown table of the headline metrics (what the README shows)."""
     rows = [
         "| system | tokens/s (mean) | p50 | TTFT ms (p50) | TPC (mean) | speedup (mean) "
-        "| e2e speedup | ceiling | of ceiling | identical |",
-        "|" + "---|" * 10,
+        "| e2e speedup | ceiling | of ceiling | identical | steps by drafter |",
+        "|" + "---|" * 11,
     ]
     for name, s in summary.items():
         tps = s["tokens_per_s"]
@@ -272,11 +295,13 @@ def format_table(summary: dict[str, dict[str, Any]]) -> str:
         ceiling = f"{cost['ceiling_speedup']:.2f}x" if cost else "-"
         achieved = f"{cost['achieved']:.0%}" if cost else "-"
         same = f"{s['identical']}/{s['prompts']}" if "identical" in s else "-"
+        if s.get("near_ties"):  # differing only where the target's top two nearly tie
+            same += f" (+{s['near_ties']} near-tie)"
         if s.get("identical_to", "target-only") != "target-only":
             same += f" (vs {s['identical_to']})"
         rows.append(
             f"| {name} | {tps['mean']:.1f} | {tps['p50']:.1f} | {s['ttft_ms']['p50']:.0f} "
             f"| {tpc} | {sp} | {e2e} "
-            f"| {ceiling} | {achieved} | {same} |"
+            f"| {ceiling} | {achieved} | {same} | {attribution.shares(s)} |"
         )
     return "\n".join(rows)

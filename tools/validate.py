@@ -1,9 +1,10 @@
 """The greedy-equivalence suite: speculative output must equal target-only output.
 
 Each prompt runs twice on the same artifacts, target-only and speculative, greedy. Outputs
-must be identical token for token. A divergence passes only as a numerical tie: the
+must be identical token for token. A divergence passes only as a near-tie: the
 target-only logits at the diverging step have a top-2 gap below ``TIE_GAP`` (verify and
-decode are different kernels, so a near-tie may flip); ties are counted and reported.
+decode are different kernels, so a near-tie may flip). "Identical" counts bit-identical
+outputs only; near-ties are counted and reported apart, each with its gap.
 """
 
 from __future__ import annotations
@@ -46,12 +47,18 @@ class ValidationReport:
     def ties(self) -> int:
         return sum(r.tie for r in self.results)
 
+    @property
+    def identical(self) -> int:
+        """Bit-identical outputs (near-ties not among them)."""
+        return sum(r.diverge_at is None for r in self.results)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "passed": self.passed,
             "prompts": len(self.results),
+            "identical": self.identical,
+            "near_ties": self.ties,
             "failures": sum(not r.passed for r in self.results),
-            "ties": self.ties,
             "results": [r.__dict__ for r in self.results],
         }
 

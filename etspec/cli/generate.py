@@ -219,7 +219,7 @@ def validate(**kw: Any) -> None:
     from etspec.runtime.loading import speculates
     from etspec.runtime.runner import load_runners
     from etspec.tools.prompts import default_prompts
-    from etspec.tools.validate import ValidationReport, read_prompts
+    from etspec.tools.validate import TIE_GAP, ValidationReport, read_prompts
     from etspec.tools.validate import validate as run_validation
 
     spec = runner_spec(kw)
@@ -236,9 +236,9 @@ def validate(**kw: Any) -> None:
         if kw["as_json"]:
             continue
         if r.passed and not r.tie:
-            status = "PASS"
+            status = "PASS (identical)"
         elif r.tie:
-            status = f"PASS (numerical tie at token {r.diverge_at}, top-2 gap {r.gap:.2e})"
+            status = f"PASS (near-tie at token {r.diverge_at}, top-2 gap {r.gap:.2e})"
         else:
             status = f"FAIL at token {r.diverge_at} (top-2 gap {r.gap})"
         click.echo(
@@ -249,8 +249,8 @@ def validate(**kw: Any) -> None:
     else:
         failures = sum(not r.passed for r in report.results)
         click.echo(
-            f"{len(report.results) - failures}/{len(report.results)} prompts identical "
-            f"({report.ties} numerical ties, {failures} failures)"
+            f"{report.identical}/{len(report.results)} prompts identical, {report.ties} "
+            f"near-ties (top-2 gap < {TIE_GAP:g} where they differ), {failures} failures"
         )
     if not report.passed:
         sys.exit(1)

@@ -3,6 +3,7 @@ real `etspec bench` run on a tiny artifact (timings are never asserted)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -83,6 +84,38 @@ def test_summary_speedup_identity_and_acceptance_curve() -> None:
     assert c["accept_pos"] == pytest.approx([2 / 3, 1 / 3, 0.0])
     assert c["stage_s"]["verify"] == pytest.approx(0.3)
     assert c["tokens_per_s"]["p50"] == pytest.approx(175.0)
+
+
+def test_drafters_attribute_steps_and_tokens_and_near_ties_count_apart() -> None:
+    from etspec.tools.attribution import drafters, pooled
+
+    rec = _record(
+        "a",
+        [1, 2, 3],
+        10.0,
+        1.0,
+        shape_steps={"lookup": 3, "chain4": 2, "N7": 1, "none": 4},
+        shape_drafted={"lookup": 9, "chain4": 8, "N7": 7},
+        shape_accepted={"lookup": 6, "chain4": 3, "N7": 2},
+    )
+    assert drafters(rec) == {
+        "lookup": {"steps": 3, "drafted": 9, "accepted": 6, "emitted": 9},
+        "model": {"steps": 3, "drafted": 15, "accepted": 5, "emitted": 8},
+        "none": {"steps": 4, "drafted": 0, "accepted": 0, "emitted": 4},
+    }
+    # Prompt lookup alone grows its own shapes: its chain and tree steps are lookup's.
+    assert set(drafters(rec, "prompt-lookup")) == {"lookup", "none"}
+    assert drafters(rec, "prompt-lookup")["lookup"]["accepted"] == 11
+    pool = pooled([rec, rec])
+    assert pool["model"]["steps"] == 6 and pool["lookup"]["step_share"] == pytest.approx(0.3)
+    assert pool["none"]["token_share"] == pytest.approx(4 / 21)
+    base = [_record("a", [1, 2, 3], 10.0, 1.0), _record("b", [4, 5], 10.0, 1.0)]
+    spec = [
+        _record("a", [1, 2, 4], 10.0, 1.0, near_tie=True, diverged_at=2, top2_gap=3e-5),
+        _record("b", [4, 5], 10.0, 1.0),
+    ]
+    s = summarize({BASELINE: base, "auto": spec})["auto"]
+    assert (s["identical"], s["near_ties"]) == (1, 1)  # bit-identical only; ties apart
 
 
 def test_cost_model_ceiling_and_share_achieved() -> None:
@@ -191,6 +224,29 @@ def test_cli_bench_runs_side_by_side_and_writes_json(artifacts, tmp_path: Path) 
     # In a checkout the revision is a 40-hex sha and dirtiness is stated; elsewhere None.
     rev = manifest["git_revision"]
     assert rev is None or (len(rev) == 40 and isinstance(manifest["git_dirty"], bool))
+    if manifest["git_dirty"]:  # the diff the revision lacks, by its hash
+        assert len(manifest["git_diff_sha256"]) == 64
+    assert manifest["cpu"]["model"] and isinstance(manifest["cpu"]["flags"], list)
+    target = manifest["artifacts"]["target"]  # the artifact measured: hash and recipe
+    assert target["sha256"] == hashlib.sha256(case.pte.read_bytes()).hexdigest()
+    assert target["bytes"] == case.pte.stat().st_size
+    assert target["recipe"] == open_artifact(case.pte).metadata.constant_methods()
+    # The eager reference's build options are not the .pte's recipe: left out.
+    assert not {"dtype", "max_seq", "device", "verify_width"} & set(manifest["settings"])
+    assert set(manifest["load_average"]) == {"before", "after"}
+    # Which drafter produced the steps: prompt lookup or a decode here (no draft model).
+    for name in ("chain", "auto", "chain2"):
+        for r in report["records"][name]:
+            d = r["drafters"]
+            assert set(d) <= {"lookup", "none"} and d
+            assert sum(x["drafted"] for x in d.values()) == r["drafted_tokens"]
+            assert sum(x["accepted"] for x in d.values()) == r["accepted_tokens"]
+            # Every token after the first came from a step (a step's last window may be cut
+            # by the budget or EOS after it was counted).
+            assert sum(x["emitted"] for x in d.values()) >= r["generated_tokens"] - 1
+        pool = report["summary"][name]["drafters"]
+        assert sum(x["step_share"] for x in pool.values()) == pytest.approx(1.0)
+        assert report["summary"][name]["near_ties"] == 0
     auto = report["summary"]["auto"]["auto_report"]  # the dispatcher's per-candidate record
     assert auto and all(r["steps"] >= 0 for r in auto.values())
     assert "auto_report" not in report["summary"]["chain2"]

@@ -21,7 +21,11 @@ void Stats::record_verify(int64_t proposed, int64_t accepted, int64_t height,
   ++verify_calls;
   drafted_tokens += proposed;
   accepted_tokens += accepted;
-  if (!shape.empty()) ++shape_steps[shape];
+  if (!shape.empty()) {
+    ++shape_steps[shape];
+    shape_drafted[shape] += proposed;
+    shape_accepted[shape] += accepted;
+  }
   while (static_cast<int64_t>(proposed_pos.size()) < height) {
     proposed_pos.push_back(0);
     accept_pos.push_back(0);

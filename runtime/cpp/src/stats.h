@@ -17,7 +17,9 @@ struct Stats {
           verify_calls = 0, draft_calls = 0, commit_calls = 0, drafted_tokens = 0,
           accepted_tokens = 0;
   std::vector<int64_t> accept_pos, proposed_pos;
-  std::map<std::string, int64_t> shape_steps;
+  // Verify steps per shape ("lookup": prompt lookup's offers, "none": a decode) and their
+  // drafted and accepted tokens (stats.py).
+  std::map<std::string, int64_t> shape_steps, shape_drafted, shape_accepted;
   std::map<std::string, double> stage_s;
   double ttft_s = 0, total_s = 0;
   std::map<std::string, int64_t> memory;

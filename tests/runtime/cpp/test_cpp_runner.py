@@ -106,7 +106,8 @@ def test_greedy_ids_and_stats_equal_python(  # type: ignore[no-untyped-def]
         st, want = out["stats"], ref.stats.to_dict()
         for key in ("verify_calls", "accepted_tokens", "accept_pos", "draft_calls", "commit_calls"):
             assert st[key] == want[key], (key, tree, kv, i)
-        assert st["shape_steps"] == want["shape_steps"]
+        for key in ("shape_steps", "shape_drafted", "shape_accepted"):  # per drafter
+            assert st[key] == want[key], (key, tree, kv, i)
         assert set(st) == set(want) - {"steps"}  # the same JSON fields as Python's
 
 
@@ -161,7 +162,8 @@ def test_dynamic_trees_equal_python(  # type: ignore[no-untyped-def]
                 runner_bin, case.target.pte, prompt, "--max-new-tokens", "18", "--ignore-eos", *args
             )
             keys = ("verify_calls", "draft_calls", "accepted_tokens", "accept_pos", "commit_calls")
-            _same_as_python(out, ref, (*keys, "shape_steps"), (tree, kv, i))
+            shapes = ("shape_steps", "shape_drafted", "shape_accepted")
+            _same_as_python(out, ref, (*keys, *shapes), (tree, kv, i))
 
 
 @pytest.mark.parametrize("kv", ["position-overwrite", "scratch-commit"])
@@ -342,6 +344,18 @@ def test_bad_files_and_pairs_get_python_s_one_line_errors(  # type: ignore[no-un
         assert res.returncode == 1, res.stderr
         expected = f"error: {_python_error(python, target)}"
         assert res.stderr.splitlines() == [expected]  # ExecuTorch's own logs stay quiet
+
+
+def test_a_dynamic_tree_too_deep_for_int64_is_refused(artifacts, runner_bin: Path) -> None:  # type: ignore[no-untyped-def]
+    """--depth 2^61 wrapped the tree's node counts below the scratch check (Python's
+    integers do not wrap: it refused); now both refuse it in one line."""
+    small = artifacts.small_draft()
+    args = ["--prompt-ids", "1", "--draft", str(small.pte), "--draft-method", "eagle3"]
+    res = _run(runner_bin, "--target", str(small.target.pte), *args,
+               "--tree", "dynamic", "--depth", str(1 << 61))  # fmt: skip
+    assert res.returncode == 1 and res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "scratch slots" in lines[0], lines
 
 
 @pytest.mark.parametrize(

@@ -162,7 +162,7 @@ def test_cli_generate_and_validate(pair: Pair) -> None:
     assert "drafter inside: gemma4_assistant (4 rows per call" in res.output, res.output
     res = CliRunner().invoke(main, ["validate", *common, "--max-new-tokens", "20"])
     assert res.exit_code == 0, res.output
-    assert "prompts identical (" in res.output and "0 failures" in res.output
+    assert "prompts identical, " in res.output and "0 failures" in res.output
 
 
 def test_a_target_without_assistant_is_refused(artifacts, runner_bin: Path) -> None:  # type: ignore[no-untyped-def]

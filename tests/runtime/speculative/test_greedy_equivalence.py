@@ -2,8 +2,8 @@
 
 20 prompts x num-spec-tokens {1, 3, 5} x {position-overwrite, scratch-commit} x {pte, eager}
 on the 16-token pair, whose random draft is right often enough for mixed steps and whose
-EOS (id 2) often lands inside a multi-token window. A divergence passes only as a numerical
-tie (top-2 gap of the target-only logits < 1e-4), and ties are counted and printed.
+EOS (id 2) often lands inside a multi-token window. Every output bit-identical (no
+near-tie allowance: fp32 programs).
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ from etspec.tools.validate import compare
 PROMPTS = random_prompts(20, vocab=16, longest=20)
 # Budgets vary so max_new_tokens also falls inside windows.
 BUDGETS = [5 + (7 * i) % 24 for i in range(20)]
-
-_TIES: list[tuple[str, int, float | None]] = []
 
 
 @pytest.fixture(scope="module", params=["pte", "eager"])
@@ -71,11 +69,7 @@ def test_greedy_equals_target_only(small_pair, k: int, kv: str, kind: str) -> No
     label = f"{mode} {kind} k={k} {kv}"
     accepted = rejected = eos_in_window = budget_in_window = 0
     steps: dict[str, int] = {}
-    for i, (out, result) in enumerate(
-        check_greedy_equivalence(label, base, spec, PROMPTS, BUDGETS, switch)
-    ):
-        if result.tie:
-            _TIES.append((label, i, result.gap))
+    for out, _ in check_greedy_equivalence(label, base, spec, PROMPTS, BUDGETS, switch):
         accepted += out.stats.accepted_tokens
         rejected += out.stats.rejected_tokens
         eos_in_window += out.stop_reason == "eos" and out.last_offered > 1
@@ -104,7 +98,7 @@ def test_prompt_lookup_greedy_equals_target_only(artifacts) -> None:  # type: ig
         for i, prompt in enumerate(random_prompts(8, vocab=256, longest=30, seed=3)):
             ref = base.generate(prompt, 40, record_logits=True, ignore_eos=True)
             out = spec.generate(prompt, 40, ignore_eos=True)
-            assert compare(i, ref.token_ids, out.token_ids, ref.logits).passed
+            assert compare(i, ref.token_ids, out.token_ids, ref.logits).diverge_at is None
             accepted += out.stats.accepted_tokens
         assert accepted > 0
 
@@ -134,7 +128,7 @@ def test_a_step_with_nothing_proposed_runs_decode(artifacts) -> None:  # type: i
             ref = base.generate(prompt, 24, record_logits=True, ignore_eos=True)
             calls.clear()
             out = spec.generate(prompt, 24, ignore_eos=True)
-            assert compare(0, ref.token_ids, out.token_ids, ref.logits).passed, kv
+            assert compare(0, ref.token_ids, out.token_ids, ref.logits).diverge_at is None, kv
             stats = out.stats
             empty = stats.verify_calls - (stats.proposed_pos[0] if stats.proposed_pos else 0)
             verifies = [c for c in calls if c.startswith("target_verify")]
@@ -144,10 +138,6 @@ def test_a_step_with_nothing_proposed_runs_decode(artifacts) -> None:  # type: i
             assert len(verifies) == stats.verify_calls - empty
     finally:
         del target.run
-
-
-def teardown_module() -> None:
-    print(f"\nnumerical ties accepted: {len(_TIES)} {_TIES}")
 
 
 @pytest.mark.parametrize("kv", ["position-overwrite", "scratch-commit"])
@@ -179,5 +169,5 @@ def test_auto_probes_its_costs_once_before_the_first_step(artifacts, monkeypatch
     for _ in range(2):
         ref = base.generate(prompt, budget, record_logits=True, ignore_eos=True)
         out = spec.generate(prompt, budget, ignore_eos=True)
-        assert compare(0, ref.token_ids, out.token_ids, ref.logits).passed
+        assert compare(0, ref.token_ids, out.token_ids, ref.logits).diverge_at is None
     assert positions == [len(prompt)]
