@@ -54,6 +54,16 @@ POSITIVE_FLOATS = (
 NESTED = ("text_config", "rope_scaling", "rope_parameters", "full_attention", "sliding_attention")
 #: Config keys that hold a list of names when present (the attention kind of each layer).
 STRING_LISTS = ("layer_types",)
+#: Config switches: JSON true or false when present (``"yes"`` or ``"false"`` read by
+#: ``bool()`` is true, so a string silently untied the lm_head or added biases).
+BOOLEANS = (
+    "tie_word_embeddings",
+    "attention_bias",
+    "mlp_bias",
+    "use_sliding_window",
+    "attention_k_eq_v",
+    "use_double_wide_mlp",
+)
 #: What every target config must give (``check_required``): no model can be built without.
 TARGET_REQUIRED = (
     "vocab_size",
@@ -134,6 +144,10 @@ def check_config(config: dict[str, Any], path: Path) -> None:
             check_config(nested, path)
         elif nested is not None:
             raise _bad(path, key, "an object", nested)
+    for key in BOOLEANS:
+        value = config.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise _bad(path, key, "true or false", value)
     for key in STRING_LISTS:
         value = config.get(key)
         if value is not None and (

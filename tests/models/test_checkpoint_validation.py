@@ -378,6 +378,11 @@ def test_benign_variants_still_build(
         ("rope_theta=0", _set("rope_theta", 0), "rope_theta must be a finite number above 0"),
         ("vocab_size=16.7", _set("vocab_size", 16.7), "vocab_size must be an integer"),
         ("eos outside", _set("eos_token_id", 4096), "eos_token_id must be token ids from 0 below"),
+        (  # bool("yes") is true: the lm_head would have been untied silently
+            "tie as a string",
+            _set("tie_word_embeddings", "yes"),
+            "tie_word_embeddings must be true or false",
+        ),
         (
             "broadcastable weight",
             _tensor("model.norm.weight", lambda x: x[:1].clone()),

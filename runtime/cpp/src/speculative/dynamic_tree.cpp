@@ -26,6 +26,18 @@ std::vector<float> log_probs(const std::vector<float>& logits) {
   return out;
 }
 
+// a * b and a + b for counts >= 0, held at the largest int64: a --depth near 2^63 must be
+// refused by the budget checks (the draft's scratch, the verify width), as Python's
+// unbounded integers are, not wrap below them.
+int64_t saturating_mul(int64_t a, int64_t b) {
+  constexpr int64_t top = std::numeric_limits<int64_t>::max();
+  return b != 0 && a > top / b ? top : a * b;
+}
+int64_t saturating_add(int64_t a, int64_t b) {
+  constexpr int64_t top = std::numeric_limits<int64_t>::max();
+  return a > top - b ? top : a + b;
+}
+
 }  // namespace
 
 DynamicTree::DynamicTree(int64_t depth, int64_t topk, int64_t total_tokens)
@@ -37,9 +49,10 @@ DynamicTree::DynamicTree(int64_t depth, int64_t topk, int64_t total_tokens)
   }
   name = "dynamic-d" + std::to_string(depth) + "k" + std::to_string(topk) + "t" +
          std::to_string(total_tokens);
-  max_nodes = std::min(total_tokens - 1, topk + depth * topk * topk);
-  max_height = depth + 1;
-  fed_nodes = depth * topk;
+  max_nodes = std::min(total_tokens - 1,
+                       saturating_add(topk, saturating_mul(saturating_mul(depth, topk), topk)));
+  max_height = saturating_add(depth, 1);
+  fed_nodes = saturating_mul(depth, topk);
   levels = depth;
 }
 

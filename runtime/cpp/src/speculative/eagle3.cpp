@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 namespace etspec {
 
@@ -62,13 +63,15 @@ void Eagle3DraftRunner::check_shape(const TreeShape& shape) const {
   // Fed nodes take scratch slots, and a call's pad rows the slots after them.
   const std::string& name = shape.name;
   const int64_t fed_nodes = shape.fed_nodes, step_width = program_.meta.step_width;
-  const int64_t need = fed_nodes + step_width;
-  if (need > scratch()) {
+  // Compared without the sum (a fed count held at the largest int64 must not wrap below).
+  if (fed_nodes > scratch() - step_width) {
+    const bool held = fed_nodes > std::numeric_limits<int64_t>::max() - step_width;
+    const std::string need = held ? "(more than int64)" : std::to_string(fed_nodes + step_width);
     throw Error(message("draft_scratch", {{"name", name},
                                           {"fed", std::to_string(fed_nodes)},
                                           {"scratch", std::to_string(scratch())},
                                           {"step_width", std::to_string(step_width)},
-                                          {"need", std::to_string(need)}}));
+                                          {"need", need}}));
   }
 }
 
