@@ -980,5 +980,6 @@ def test_cli_bench_runs_draft_methods_side_by_side_past_eos(artifacts, tmp_path:
         assert [r["generated_tokens"] for r in recs] == [20, 20], name
         # Seeded: every system samples by coupling, so each gives target-only's text.
         assert [r["token_ids"] for r in recs] == [r["token_ids"] for r in records[BASELINE]]
-    assert records["prompt-lookup auto"][0]["shape_steps"].get("lookup", 0) > 0
+    # A fixed shape: `auto` may rightly decode every step on a loaded machine.
+    assert records["prompt-lookup chain2"][0]["drafters"]["lookup"]["steps"] > 0
     assert "chain2" in records["eagle3 chain2"][0]["shape_steps"]
