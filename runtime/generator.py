@@ -101,13 +101,12 @@ class TextTokenGenerator:
     def generate(self, ctx: GenerationContext, sink: TokenSink) -> None:
         token, position = ctx.first_token, len(ctx.prompt)
         stats, target, sampler = ctx.stats, ctx.target, ctx.sampler
-        position_t = torch.empty(1, dtype=torch.long)
         token_t = torch.empty(1, dtype=torch.long)
         layout = MaskLayout.of(target.metadata)
         while sink.remaining > 0:
-            token_t[0], position_t[0] = token, position
+            token_t[0] = token
             with stats.stage("decode"):
-                mask = layout.causal(position_t)
+                position_t, mask = layout.decode_row(position)
                 band = layout.band(position, mask.shape[-1])
                 logits, _ = target.run(TARGET_DECODE, token_t, position_t, mask, *band)
             stats.decode_calls += 1

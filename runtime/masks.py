@@ -73,6 +73,18 @@ class MaskLayout:
         mask[:, start : start + rows] = _triangle(rows).numpy()
         return torch.from_numpy(mask)
 
+    def decode_row(self, position: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(tensor([position]), causal(tensor([position])))`` of one decode, built
+        directly: its row sees committed slots ``0..position`` and no scratch slot (the
+        decode loop's per-token host work; ``causal``'s comparison over every column and
+        its tensor round trips were most of it)."""
+        pos = torch.from_numpy(np.array([position], dtype=np.int64))
+        if position >= self.max_context:  # a padded row: scratch columns
+            return pos, self.causal(pos)
+        mask = np.full((1, self.width(position + 1)), MASK_MIN, dtype=np.float32)
+        mask[0, : position + 1] = 0.0
+        return pos, torch.from_numpy(mask)
+
     def causal(self, positions: torch.Tensor) -> torch.Tensor:
         """Causal mask of rows at ``positions`` (slot == position), as narrow as they allow.
         Built in numpy: right after a program call (every decode step's next mask) the

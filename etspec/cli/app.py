@@ -3,7 +3,10 @@ options with other runtimes' aliases, the export and memory options."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -81,6 +84,7 @@ class OneLineErrors(click.Group):
         kwargs.pop("standalone_mode", None)
         try:
             rv = super().main(*args, standalone_mode=False, **kwargs)
+            _flush_stdout()  # a full disk shows here, not in the interpreter's exit
         except click.exceptions.NoArgsIsHelpError as e:
             # Bare `etspec`: one line naming the commands, not the whole help as an error.
             from etspec.contract import message
@@ -103,9 +107,44 @@ class OneLineErrors(click.Group):
         except click.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(1)
+        except OSError as e:
+            if not _stdout_failed(e):
+                raise
+            from etspec.contract import message
+
+            click.echo(f"error: {message('stdout_failed')}", err=True)
+            sys.exit(1)
         if isinstance(rv, int) and rv:  # click.exceptions.Exit's code, returned
             sys.exit(rv)
         return rv
+
+
+# A write to stdout fails with these when its reader went away or its disk is full.
+_STDOUT_ERRNOS = {errno.EPIPE, errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EBADF}
+
+
+def _flush_stdout() -> None:
+    file = sys.stdout  # named ``file`` as in click.echo: ``_stdout_failed`` reads it
+    if file is not None:
+        file.flush()
+
+
+def _stdout_failed(e: OSError) -> bool:
+    """Whether ``e`` is stdout failing: raised writing ``file`` (click.echo's and
+    ``_flush_stdout``'s) when that is stdout. A failed write drops what it held, so stdout
+    is then pointed at /dev/null: the interpreter's own flush at exit adds no traceback
+    under the one-line error (as the C++ runner's ``stdout_failed``)."""
+    if e.errno not in _STDOUT_ERRNOS or sys.stdout is None:
+        return False
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    file = tb.tb_frame.f_locals.get("file") if tb is not None else None
+    if file is None or file not in (sys.stdout, getattr(sys.stdout, "buffer", None)):
+        return False
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return True
 
 
 @click.group(cls=OneLineErrors)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
-from collections.abc import Collection
 from dataclasses import replace
 
 import torch
@@ -29,7 +28,7 @@ import torch
 from etspec.contract import (
     AUTO_COST_MIN_CALLS,
     AUTO_COST_WINDOW,
-    AUTO_REPROBE_STEPS,
+    AUTO_STALE_STEPS,
     COST_DECODE,
     COST_DRAFT,
     COST_EXTEND,
@@ -55,6 +54,30 @@ def verify_key(width: int) -> str:
     return f"{COST_VERIFY}{width}"
 
 
+class Window:
+    """A call's (or a kind of step's) last ``AUTO_COST_WINDOW`` seconds and their median,
+    computed once per change (the cost model is rebuilt every step, and a step changes one
+    or two windows)."""
+
+    __slots__ = ("_median", "values")
+
+    def __init__(self) -> None:
+        self.values: deque[float] = deque(maxlen=AUTO_COST_WINDOW)
+        self._median: float | None = None
+
+    def add(self, seconds: float) -> None:
+        self.values.append(seconds)
+        self._median = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def median(self) -> float:
+        if self._median is None:
+            self._median = statistics.median(self.values)
+        return self._median
+
+
 class CostModel:
     """What each method call and each kind of step's host work costs now.
 
@@ -64,35 +87,55 @@ class CostModel:
     times: the probe runs on scratch slots under a mask of its own and in a moment of its
     own, so its times are right in ratio, not in level (on Gemma 3 270M a probed verify
     cost 15-20% more than the same width inside steps at a short context). A call unseen
-    for ``AUTO_REPROBE_STEPS`` steps forgets its old times and is probed again.
+    for ``AUTO_STALE_STEPS`` steps forgets its old times (its probe's, scaled, stand for
+    them) with no program call.
     """
 
     def __init__(self, widths: tuple[int, ...], step_width: int = 1) -> None:
         self.widths = tuple(sorted(widths))
         self.step_width = step_width
-        self._calls: dict[str, deque[float]] = {}  # by steps only
+        self._calls: dict[str, Window] = {}  # by steps only
         self._probe: dict[str, float] = {}  # the latest probe's time per call
-        self._overhead: dict[str, deque[float]] = {}
+        self._overhead: dict[str, Window] = {}
         # A tree's level calls, apart from a chain's (``StepCosts.tree_level_s``); kept and
         # forgotten with its host work.
-        self._levels: dict[str, deque[float]] = {}
+        self._levels: dict[str, Window] = {}
         self._overhead_seen: dict[str, int] = {}  # per kind of step: the step it last ran at
         self._costs: StepCosts | None = None
         self.steps = 0  # steps observed
-        self._seen: dict[str, int] = {}  # per call: the step it was last timed at
+        self._seen: dict[str, int] = {}  # per call with step times: the step it was last made at
+        self._stale_at: int | None = None  # the step the first of them goes stale (None: unknown)
+        self._ready = False
 
     @staticmethod
-    def _add(table: dict[str, deque[float]], key: str, seconds: float) -> None:
-        table.setdefault(key, deque(maxlen=AUTO_COST_WINDOW)).append(seconds)
+    def _add(table: dict[str, Window], key: str, seconds: float) -> None:
+        window = table.get(key)
+        if window is None:
+            window = table[key] = Window()
+        window.add(seconds)
 
     def _observe_call(self, key: str, seconds: float) -> None:
         self._add(self._calls, key, seconds)
-        self._seen[key] = self.steps
+        self._timed(key)
         self._costs = None
 
-    def stale(self) -> list[str]:
-        """The calls not timed for ``AUTO_REPROBE_STEPS`` steps (to probe again)."""
-        return [k for k, at in self._seen.items() if self.steps - at >= AUTO_REPROBE_STEPS]
+    def _timed(self, key: str) -> None:
+        at = self._seen.get(key)
+        if at is None or at + AUTO_STALE_STEPS == self._stale_at:
+            self._stale_at = None  # it may have been (or be now) the first to go stale
+        self._seen[key] = self.steps
+
+    def _forget_stale(self) -> None:
+        """Calls no step made for ``AUTO_STALE_STEPS`` steps forget their step times."""
+        if self._stale_at is None:
+            self._stale_at = min(self._seen.values(), default=self.steps) + AUTO_STALE_STEPS
+        if self.steps < self._stale_at:  # most steps: none (a step's one look, not a scan)
+            return
+        for key, at in list(self._seen.items()):
+            if self.steps - at >= AUTO_STALE_STEPS:
+                del self._seen[key]
+                self._calls.pop(key, None)
+        self._stale_at = None
 
     def add_probe(self, probe: StepCosts) -> None:
         """What the cost probe measured (a zero: not timed)."""
@@ -103,8 +146,9 @@ class CostModel:
         for key, seconds in timed.items():
             if seconds > 0:
                 self._probe[key] = seconds
-                self._calls.pop(key, None)  # stale, if there were any
-                self._seen[key] = self.steps
+                self._calls.pop(key, None)  # a fresh probe replaces a call's step times
+                self._seen.pop(key, None)
+                self._stale_at = None
         self._costs = None
 
     def observe(self, kind: str, step: StepOutcome) -> None:
@@ -130,33 +174,37 @@ class CostModel:
             host += step.draft_s - step.extend_s
         self._add(self._overhead, kind, max(host, 0.0))
         self._overhead_seen[kind] = self.steps
+        self._forget_stale()
         for other, at in list(self._overhead_seen.items()):
-            # A kind of step not run for AUTO_REPROBE_STEPS steps forgets its host work, as a
+            # A kind of step not run for AUTO_STALE_STEPS steps forgets its host work, as a
             # call forgets its times: an old price must not keep it from being run again.
-            if self.steps - at >= AUTO_REPROBE_STEPS:
+            if self.steps - at >= AUTO_STALE_STEPS:
                 del self._overhead_seen[other], self._overhead[other]
                 self._levels.pop(other, None)
         self._costs = None
 
     @property
     def ready(self) -> bool:
-        """Whether every verify width has a cost (the probe ran)."""
-        return all(verify_key(w) in self._probe for w in self.widths)
+        """Whether every verify width has a cost (the probe ran; probe times are never
+        dropped, so once ready, always)."""
+        if not self._ready:
+            self._ready = all(verify_key(w) in self._probe for w in self.widths)
+        return self._ready
 
     def _call(self, key: str, scale: float) -> float | None:
         window = self._calls.get(key)
         if window and len(window) >= AUTO_COST_MIN_CALLS:
-            return statistics.median(window)
+            return window.median()
         probed = self._probe.get(key)
         if probed is not None:
             return probed * scale
-        return statistics.median(window) if window else None
+        return window.median() if window else None
 
     def _scale(self) -> float:
         """How the target's calls by steps compare with their probe times (the median
         ratio over the calls that have both; 1 before any has)."""
         ratios = [
-            statistics.median(w) / self._probe[k]
+            w.median() / self._probe[k]
             for k, w in self._calls.items()
             if k not in (DRAFT, EXTEND) and len(w) >= AUTO_COST_MIN_CALLS and self._probe.get(k)
         ]
@@ -180,9 +228,7 @@ class CostModel:
             # samples and emits a token): priced at nothing, a one-token chain looked as
             # cheap as a decode, and a draft that never agreed was sure to pay.
             host = {
-                k: statistics.median(v)
-                for k, v in self._overhead.items()
-                if len(v) >= AUTO_COST_MIN_CALLS
+                k: v.median() for k, v in self._overhead.items() if len(v) >= AUTO_COST_MIN_CALLS
             }
             if STEP_DECODE in host:
                 for kind in (STEP_CHAIN, STEP_TREE):
@@ -195,7 +241,7 @@ class CostModel:
                 decode if decode is not None else verify[self.widths[0]],
                 host,
                 self._call(EXTEND, 1.0) or 0.0,
-                statistics.median(tree) if tree and len(tree) >= AUTO_COST_MIN_CALLS else 0.0,
+                tree.median() if tree and len(tree) >= AUTO_COST_MIN_CALLS else 0.0,
             )
         return self._costs
 
@@ -205,22 +251,17 @@ def measure_costs(
     draft: SpeculativeDraftRunner | None = None,
     probe: CostProbe | None = None,
     position: int | None = None,
-    calls: Collection[str] | None = None,
 ) -> StepCosts:
     """The least wall time of each verify width, of a decode at ``position`` (the next slot
     to be committed; not timed without one) and of the draft runner's own calls, over
     ``probe.repeats`` rounds that each time every call once (a burst of background work then
-    slows every call of a round alike, not one call's every repeat); with ``calls``
-    (``CostModel`` keys), of those only (a zero: not timed)."""
+    slows every call of a round alike, not one call's every repeat)."""
     probe = probe or CostProbe()
     meta = target.metadata
     assert isinstance(meta, TargetMetadata)
     layout = MaskLayout.of(meta)
-    wanted = set(calls) if calls is not None else None
-    widths = [w for w in meta.verify_widths if wanted is None or verify_key(w) in wanted]
+    widths = list(meta.verify_widths)
     decode = position is not None and position < meta.max_context
-    decode = decode and (wanted is None or DECODE in wanted)
-    drafts = draft is not None and (wanted is None or bool(wanted & {DRAFT, EXTEND}))
     verify: dict[int, list[float]] = {w: [] for w in widths}
     decodes, steps, extends, step_width = [], [], [], 0
     for r in range(probe.repeats):
@@ -232,8 +273,7 @@ def measure_costs(
         if decode:
             assert position is not None
             decodes.append(once.timed(target, TARGET_DECODE, *once.decode_inputs(position, layout)))
-        if drafts:
-            assert draft is not None
+        if draft is not None:
             drafted = draft.step_costs(once)
             step_width = drafted.step_width
             steps.append(drafted.step_s)
@@ -241,15 +281,11 @@ def measure_costs(
     costs = StepCosts({w: min(v) for w, v in verify.items()}, step_width=step_width)
     if decodes:
         costs.decode_s = min(decodes)
-    if drafts:
-        # Only what was asked for: a fresh probe time replaces a call's recent times.
-        if wanted is None or DRAFT in wanted:
-            costs.draft_s = min(steps) or min(extends)
-        if wanted is None or EXTEND in wanted:
-            costs.extend_s = min(extends) or min(steps)
-    if wanted is None:
-        # Load the commit too (copying scratch slots onto themselves): a tree's first commit
-        # must not pay the method load inside a timed step.
-        scratch = meta.max_context + torch.arange(meta.verify_width)
-        target.run(TARGET_COMMIT, scratch, scratch)
+    if draft is not None:
+        costs.draft_s = min(steps) or min(extends)
+        costs.extend_s = min(extends) or min(steps)
+    # Load the commit too (copying scratch slots onto themselves): a tree's first commit
+    # must not pay the method load inside a timed step.
+    scratch = meta.max_context + torch.arange(meta.verify_width)
+    target.run(TARGET_COMMIT, scratch, scratch)
     return costs

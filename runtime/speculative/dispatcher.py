@@ -25,7 +25,10 @@ pays costs at most that share). What a statistic saw decays by
 a way that stops paying is dropped within a few dozen of its steps; and everything decays by
 ``AUTO_FORGET`` every step, so a way written off regains its optimism slowly and is probed
 again now and then (a probe costs at most one step's loss); at each request's start by
-``AUTO_REQUEST_DECAY``, so earlier requests are a prior the new text soon outweighs. Every estimate
+``AUTO_REQUEST_DECAY``, so earlier requests are a prior the new text soon outweighs. A decode
+that leads every other way settles the steps after it (``AUTO_SETTLED_DRIFT``): those the
+drafter offers nothing for decode without being rated, so a draft that never pays costs no
+rating on most steps. Every estimate
 is the same arithmetic in the C++ twin (``speculative/dispatcher.cpp``): on the same
 recorded outcomes both choose the same way at every step.
 """
@@ -41,6 +44,8 @@ from etspec.contract import (
     AUTO_PROBE_CREDIT_STEPS,
     AUTO_PROBE_SHARE,
     AUTO_REQUEST_DECAY,
+    AUTO_SETTLED_DRIFT,
+    AUTO_SETTLED_STEPS,
     AUTO_Z,
     message,
 )
@@ -78,12 +83,14 @@ class Dispatcher(TreePolicy):
     # Lookup acceptance by depth per ``Offer.evidence``.
     evidence: dict[str, DepthAcceptance] = field(default_factory=dict)
     runs: dict[str, int] = field(default_factory=dict)  # steps per way, for reports
+    rated: int = 0  # steps whose ways were rated (the rest were settled decodes)
     nothing: NoDraftShape = field(default_factory=NoDraftShape)
 
     def __post_init__(self) -> None:
         self._context = ""  # the last choice's (``_context``)
         self._credit: float | None = None  # the probe account (``AUTO_PROBE_SHARE``), s
         self._probing: float | None = None  # the last choice was a probe: the best mean rate
+        self._settled = 0  # steps left that decode unrated (AUTO_SETTLED_DRIFT)
         self.shapes = [s for s in self.shapes if s.cost.max_nodes]
         if not self.shapes and not self.lookup:
             raise EtspecError(message("auto_no_candidates"))
@@ -103,24 +110,14 @@ class Dispatcher(TreePolicy):
     def takes_offers(self) -> bool:
         return self.lookup
 
-    def needs_costs(self) -> list[str] | None:
+    def needs_costs(self) -> bool:
+        # Once: a call no step made for long costs its probe time scaled (``CostModel``),
+        # not a new timing.
         assert self.model is not None
-        if not self.model.ready:
-            return []
-        # Timing a stale call again is exploring too: it waits while the probe account is in
-        # debt, and pays its calls' seconds (``use_costs``). Unbounded, a draft that never
-        # ran re-timed every verify width each AUTO_REPROBE_STEPS steps: about 1% of
-        # Gemma 3 270M's time, beside the probes' own share.
-        if self._credit is not None and self._credit < 0:
-            return None
-        return self.model.stale() or None
+        return not self.model.ready
 
     def use_costs(self, costs: StepCosts) -> None:
         assert self.model is not None
-        if self.model.ready and self._credit is not None:  # a re-timing: one call each
-            self._credit -= (
-                sum(costs.verify_s.values()) + costs.decode_s + costs.draft_s + costs.extend_s
-            )
         self.model.add_probe(costs)
 
     def costs(self) -> StepCosts:
@@ -130,6 +127,13 @@ class Dispatcher(TreePolicy):
     # --- the choice -------------------------------------------------------------------------
 
     def choose(self, offer: Offer | None = None, height: int = 1 << 30) -> Choice:
+        offered = self.lookup and offer is not None and bool(offer.tokens)
+        if self._settled > 0 and not offered:
+            self._settled -= 1
+            self._context, self._probing = "", None
+            return Choice(self.nothing)
+        self._settled = 0
+        self.rated += 1
         costs, z = self.costs(), AUTO_Z
         context = self.contexts.get(_context(offer)) or DepthAcceptance()
         deepest = min(self._deepest, height)
@@ -141,6 +145,7 @@ class Dispatcher(TreePolicy):
         # rate, choice) each.
         best: tuple[float, float, Choice] | None = None
         sure: tuple[float, Choice] | None = None
+        rival = 0.0  # the best optimistic rate of a way that drafts
         if self.decode:
             rate = 1.0 / costs.predict(self.nothing.cost, self.widths)
             best, sure = (rate, rate, Choice(self.nothing)), (rate, Choice(self.nothing))
@@ -156,6 +161,7 @@ class Dispatcher(TreePolicy):
             seconds = costs.predict(cost, self.widths)
             rate = min(tokens, cost.max_height + 1.0) / seconds
             mean_rate = min(mean, cost.max_height + 1.0) / seconds
+            rival = max(rival, rate)
             if best is None or rate > best[0]:
                 best = (rate, mean_rate, Choice(shape))
             if sure is None or mean_rate > sure[0]:
@@ -167,6 +173,7 @@ class Dispatcher(TreePolicy):
             for m in range(1, longest + 1):
                 seconds = costs.predict(chain_cost(m), self.widths, model=False)
                 rate, mean_rate = by_length[m - 1] / seconds, by_mean[m - 1] / seconds
+                rival = max(rival, rate)
                 # Ties go to the lookup: it costs no draft call.
                 if best is None or rate >= best[0]:
                     best = (rate, mean_rate, Choice(self.nothing, m))
@@ -182,6 +189,11 @@ class Dispatcher(TreePolicy):
             if self._credit is not None and self._credit < 0:
                 return sure[1]
             self._probing = sure[0]
+        elif best[2].decodes:
+            # Settled: a rival's rating gains at most AUTO_SETTLED_DRIFT of the decode's a
+            # step, so the next steps the drafter offers nothing for decode unrated.
+            lead = (1.0 - rival / best[0]) / AUTO_SETTLED_DRIFT
+            self._settled = min(AUTO_SETTLED_STEPS, int(lead))
         return best[2]
 
     def _tree_tokens(
@@ -206,6 +218,7 @@ class Dispatcher(TreePolicy):
 
     def begin(self) -> None:
         self._decay_all(AUTO_REQUEST_DECAY)
+        self._settled = 0
 
     def observe(self, choice: Choice, step: StepOutcome) -> None:
         self._decay_all(AUTO_FORGET)

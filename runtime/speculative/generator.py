@@ -28,7 +28,7 @@ from etspec.runtime.speculative.shapes import (
     TreePolicy,
     TreeShape,
 )
-from etspec.runtime.speculative.step import Acceptance, CostProbe, Offer, Proposal, StepOutcome
+from etspec.runtime.speculative.step import Acceptance, Offer, Proposal, StepOutcome
 from etspec.runtime.speculative.tree import DraftTree
 from etspec.runtime.speculative.verifier import Verifier
 
@@ -100,17 +100,10 @@ class SpeculativeTokenGenerator:
         policy.begin()
         root = ctx.first_token
         while sink.remaining > 0:
-            calls = policy.needs_costs()
-            if calls is not None:
-                # The cost probe: before the runner's first step (every call), then of a
-                # call no step has made for long (the dispatcher follows the steps' own
-                # timings otherwise).
-                policy.use_costs(
-                    measure_costs(
-                        ctx.target, draft, _REPROBE if calls else None, kv.committed,
-                        calls or None,
-                    )
-                )  # fmt: skip
+            if policy.needs_costs():
+                # The cost probe, before the runner's first step (the dispatcher follows
+                # the steps' own timings from then on).
+                policy.use_costs(measure_costs(ctx.target, draft, None, kv.committed))
             # Never draft past the budget: a step emits its accepted path + one token.
             height = sink.remaining - 1
             offer = None
@@ -136,20 +129,26 @@ class SpeculativeTokenGenerator:
         t0 = time.perf_counter()
         position = kv.committed
         inputs = kv.decode_inputs(torch.tensor([root]))
-        with stats.stage("decode"):
-            logits, hidden = ctx.target.run(TARGET_DECODE, *inputs)
-        target_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        logits, hidden = ctx.target.run(TARGET_DECODE, *inputs)
+        t2 = time.perf_counter()
+        target_s = t2 - t0
+        # The stages timed inline (a context manager each cost more host time than the
+        # rest of this bookkeeping, on every step of a draft that never pays).
+        stats.stage_s["decode"] += t2 - t1
         stats.decode_calls += 1
         stats.record_decode()
         token = ctx.sampler.pick(logits, sink.history)
         kv.commit([0])
         if not sink.emit([token], logits):
             return None
-        with stats.stage("draft"):
-            stats.draft_calls += draft.accept(
-                Acceptance(position, [root], [0], token, hidden[:1] if draft.hidden_spec else None)
-            )
-        seconds = time.perf_counter() - t0
+        t3 = time.perf_counter()
+        stats.draft_calls += draft.accept(
+            Acceptance(position, [root], [0], token, hidden[:1] if draft.hidden_spec else None)
+        )
+        seconds = time.perf_counter()
+        stats.stage_s["draft"] += seconds - t3
+        seconds -= t0
         return token, StepOutcome(0, 0, seconds, target_s=target_s, rows=1)
 
     def _speculate(
@@ -242,8 +241,6 @@ class SpeculativeTokenGenerator:
 
 
 _DECODE = Choice(NoDraftShape())
-# A stale call's new timing: one call (the method is loaded), about 0.2% of the steps since.
-_REPROBE = CostProbe(repeats=1, warm_up=False)
 
 
 def _rows(t: torch.Tensor, nodes: list[int]) -> torch.Tensor:

@@ -130,9 +130,9 @@ class SpecKVCacheManager:
         c = self.committed
         if self._cache:
             self._snapshot = [t[:, :c].clone() for t in self._cache]
-        self._slots, self._base = torch.from_numpy(c + self._rows_np), c  # numpy: see below
-        position = torch.tensor([c])
-        mask = self._layout.causal(position)
+            self._slots = torch.from_numpy(c + self._rows_np)  # commit's checked path reads it
+        self._base = c  # the root's row is in its slot: commit([0]) moves nothing
+        position, mask = self._layout.decode_row(c)
         band = self._layout.band(c, mask.shape[-1])
         return (token, position, mask, *band)
 

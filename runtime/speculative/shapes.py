@@ -90,11 +90,11 @@ class TreePolicy(ABC):
     def observe(self, choice: Choice, step: StepOutcome) -> None:  # noqa: B027
         """Feedback after a step that ran ``choice``."""
 
-    def needs_costs(self) -> list[str] | None:
-        """Which step costs the generator should measure (``costs.measure_costs``'s
-        ``calls``; an empty list: all of them) and hand over (``use_costs``) before the
-        next step; None: none (a fixed shape never needs any)."""
-        return None
+    def needs_costs(self) -> bool:
+        """Whether the generator should measure the step costs (``costs.measure_costs``)
+        and hand them over (``use_costs``) before the next step (a fixed shape never
+        needs them)."""
+        return False
 
     def use_costs(self, costs: StepCosts) -> None:  # noqa: B027
         """The cost probe's measurement of each method a step runs, on this machine."""

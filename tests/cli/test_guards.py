@@ -200,3 +200,17 @@ def test_output_that_cannot_be_written_is_one_line_and_exit_1(runner_bin: Path) 
                              text=True, timeout=300)  # fmt: skip
     assert res.returncode == 1, res.stderr
     assert res.stderr.strip().splitlines() == [f"error: {message('stdout_failed')}"]
+
+
+def test_python_output_that_cannot_be_written_is_one_line_and_exit_1() -> None:
+    """Onto a full disk `etspec` printed OSError's traceback; now the C++ runner's line."""
+    import subprocess
+    import sys
+
+    from etspec.contract import message
+
+    with open("/dev/full", "w") as full:
+        res = subprocess.run([sys.executable, "-m", "etspec", "--version"], stdout=full,
+                             stderr=subprocess.PIPE, text=True, timeout=300)  # fmt: skip
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.strip().splitlines() == [f"error: {message('stdout_failed')}"]

@@ -275,6 +275,19 @@ def test_causal_rows_is_the_causal_mask_of_those_positions(
     assert torch.equal(layout.causal_rows(start, rows), want)
 
 
+@given(st.integers(1, 600), st.integers(0, 64), st.integers(0, 700))
+def test_decode_row_is_the_causal_mask_of_its_position(
+    max_context: int, scratch: int, position: int
+) -> None:
+    """``MaskLayout.decode_row`` (the decode loop's mask, built directly) equals ``causal``
+    of the one position, including a pad row past the context."""
+    assume(position < max_context + scratch)
+    layout = MaskLayout(max_context, max_context + scratch)
+    got_position, got = layout.decode_row(position)
+    assert got_position.tolist() == [position] and got_position.dtype == torch.long
+    assert torch.equal(got, layout.causal(torch.tensor([position])))
+
+
 @given(st.integers(1, 600), st.integers(0, 64), st.lists(st.integers(0, 663), min_size=1))
 def test_the_runtime_builds_the_masks_the_model_reads(
     max_context: int, scratch: int, positions: list[int]

@@ -9,7 +9,7 @@
 //            "costs": {"verify_s": {W: s}, "draft_s", "step_width", "decode_s"},
 //            "depths": [...], "noise": [...], "offers": [...], "evidence": [...]}
 //   answer  {"candidates": [name...], "chosen": [name or lookupM per step],
-//            "estimates": {name: tok/s}}
+//            "estimates": {name: tok/s}, "rated": steps whose ways were rated}
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
       answer["candidates"].push_back(s->name);
       answer["estimates"][s->name] = policy.estimate(*s);
     }
+    answer["rated"] = policy.rated();
     std::cout << answer.dump() << "\n";
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

@@ -72,7 +72,7 @@ def _python(req: dict) -> dict:  # type: ignore[type-arg]
         policy.observe(choice, step)
         chosen.append(name)
     names = [s.name for s in policy.candidates()]
-    return {"candidates": names, "chosen": chosen,
+    return {"candidates": names, "chosen": chosen, "rated": policy.rated,
             "estimates": {s.name: policy.estimate(s) for s in policy.candidates()}}  # fmt: skip
 
 
@@ -140,5 +140,10 @@ def test_cpp_dispatcher_chooses_as_python(  # type: ignore[no-untyped-def]
     assert got["candidates"] == want["candidates"]
     assert got["chosen"] == want["chosen"]
     assert len(set(got["chosen"])) > 1  # the replay exercises the choice, not one way
+    # Settled decodes (contract.AUTO_SETTLED_DRIFT) on the same steps: where a decode leads,
+    # the steps after it are not rated.
+    assert got["rated"] == want["rated"]
+    if seed == 5:
+        assert want["rated"] < len(req["depths"]) // 2
     for name, rate in want["estimates"].items():
         assert got["estimates"][name] == pytest.approx(rate, rel=1e-12), name

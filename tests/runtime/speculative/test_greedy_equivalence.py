@@ -156,9 +156,9 @@ def test_auto_probes_its_costs_once_before_the_first_step(artifacts, monkeypatch
     positions: list[int] = []
     measure = gen_module.measure_costs
 
-    def recorded(program, draft, probe, position, calls):  # type: ignore[no-untyped-def]
+    def recorded(program, draft, probe, position):  # type: ignore[no-untyped-def]
         positions.append(position)
-        return measure(program, draft, probe, position, calls)
+        return measure(program, draft, probe, position)
 
     monkeypatch.setattr(gen_module, "measure_costs", recorded)
     drafter = PromptLookupDraftRunner(256)

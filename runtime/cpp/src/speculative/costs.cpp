@@ -76,12 +76,15 @@ void CostModel::observe_call(const std::string& key, double seconds) {
   costs_.reset();
 }
 
-std::vector<std::string> CostModel::stale() const {
-  std::vector<std::string> out;
-  for (const auto& [key, at] : seen_) {
-    if (steps_ - at >= contract::kAutoReprobeSteps) out.push_back(key);
+void CostModel::forget_stale() {
+  for (auto it = seen_.begin(); it != seen_.end();) {
+    if (steps_ - it->second >= contract::kAutoStaleSteps) {
+      calls_.erase(it->first);
+      it = seen_.erase(it);
+    } else {
+      ++it;
+    }
   }
-  return out;
 }
 
 void CostModel::add_probe(const StepCosts& probe) {
@@ -94,8 +97,8 @@ void CostModel::add_probe(const StepCosts& probe) {
   for (const auto& [key, seconds] : timed) {
     if (seconds <= 0) continue;
     probe_[key] = seconds;
-    calls_.erase(key);  // stale, if there were any
-    seen_[key] = steps_;
+    calls_.erase(key);  // a fresh probe replaces a call's step times
+    seen_.erase(key);
   }
   costs_.reset();
 }
@@ -126,9 +129,10 @@ void CostModel::observe(const std::string& kind, const StepOutcome& step) {
   window.push_back(std::max(host, 0.0));
   if (window.size() > contract::kAutoCostWindow) window.pop_front();
   overhead_seen_[kind] = steps_;
-  // A kind of step not run for kAutoReprobeSteps steps forgets its host work (costs.py).
+  forget_stale();
+  // A kind of step not run for kAutoStaleSteps steps forgets its host work (costs.py).
   for (auto it = overhead_seen_.begin(); it != overhead_seen_.end();) {
-    if (steps_ - it->second >= contract::kAutoReprobeSteps) {
+    if (steps_ - it->second >= contract::kAutoStaleSteps) {
       overhead_.erase(it->first);
       levels_.erase(it->first);
       it = overhead_seen_.erase(it);
@@ -247,18 +251,12 @@ CostProbe::Inputs CostProbe::decode_inputs(int64_t position, const MaskLayout& l
 }
 
 StepCosts measure_costs(TargetProgram& target, SpeculativeDraftRunner* draft, int64_t position,
-                        const CostProbe& probe, const std::vector<std::string>* calls) {
+                        const CostProbe& probe) {
   const auto& meta = target.meta;
   const MaskLayout layout{meta.max_context, meta.cache_size, meta.sliding_window};
-  const auto wanted = [&](const std::string& key) {
-    return calls == nullptr || std::find(calls->begin(), calls->end(), key) != calls->end();
-  };
-  std::vector<int64_t> widths;
-  for (int64_t w : meta.verify_widths) {
-    if (wanted(verify_key(w))) widths.push_back(w);
-  }
-  const bool decode = position >= 0 && position < meta.max_context && wanted(kDecodeCall);
-  const bool drafts = draft != nullptr && (wanted(kDraftCall) || wanted(kExtendCall));
+  const std::vector<int64_t>& widths = meta.verify_widths;
+  const bool decode = position >= 0 && position < meta.max_context;
+  const bool drafts = draft != nullptr;
   std::map<int64_t, double> verify;
   double decode_s = 0, step_s = 0, extend_s = 0;
   int64_t step_width = 0;
@@ -295,16 +293,14 @@ StepCosts measure_costs(TargetProgram& target, SpeculativeDraftRunner* draft, in
   costs.verify_s = verify;
   costs.step_width = step_width;
   costs.decode_s = decode_s;
-  if (drafts) {  // only what was asked for: a fresh probe time replaces recent times
-    if (wanted(kDraftCall)) costs.draft_s = step_s > 0 ? step_s : extend_s;
-    if (wanted(kExtendCall)) costs.extend_s = extend_s > 0 ? extend_s : step_s;
+  if (drafts) {
+    costs.draft_s = step_s > 0 ? step_s : extend_s;
+    costs.extend_s = extend_s > 0 ? extend_s : step_s;
   }
-  if (calls == nullptr) {
-    // Load the commit too (copying scratch slots onto themselves): a tree's first commit
-    // must not pay the method load inside a timed step.
-    std::vector<int64_t> scratch = iota(meta.max_context, meta.verify_width);
-    target.run(contract::kTARGET_COMMIT, {longs(scratch), longs(scratch)});
-  }
+  // Load the commit too (copying scratch slots onto themselves): a tree's first commit
+  // must not pay the method load inside a timed step.
+  std::vector<int64_t> scratch = iota(meta.max_context, meta.verify_width);
+  target.run(contract::kTARGET_COMMIT, {longs(scratch), longs(scratch)});
   return costs;
 }
 

@@ -58,18 +58,19 @@ std::string verify_key(int64_t width);
 // a call's cost is the median of its last contract::kAutoCostWindow calls by steps once it
 // has contract::kAutoCostMinCalls of them, before that the probe's time scaled as the
 // target's observed calls compare with their own probe times; a call unseen for
-// contract::kAutoReprobeSteps steps forgets its old times and is probed again.
+// contract::kAutoStaleSteps steps forgets its old times (its probe's, scaled, stand for
+// them) with no program call.
 class CostModel {
  public:
   explicit CostModel(std::vector<int64_t> widths, int64_t step_width = 1);
   void add_probe(const StepCosts& probe);
   void observe(const std::string& kind, const StepOutcome& step);
   bool ready() const;
-  std::vector<std::string> stale() const;
   const StepCosts& costs();
 
  private:
   void observe_call(const std::string& key, double seconds);
+  void forget_stale();  // calls no step made for kAutoStaleSteps steps forget their times
   std::optional<double> call(const std::string& key, double scale) const;
   double scale() const;
 
@@ -110,10 +111,8 @@ struct CostProbe {
 
 // The least wall time of each verify width, of a decode at `position` (the next slot to be
 // committed; not timed when negative) and of the draft runner's own calls, over
-// probe.repeats rounds that each time every call once; with `calls` (CostModel keys), of
-// those only (a zero: not timed).
+// probe.repeats rounds that each time every call once.
 StepCosts measure_costs(TargetProgram& target, SpeculativeDraftRunner* draft,
-                        int64_t position = -1, const CostProbe& probe = {},
-                        const std::vector<std::string>* calls = nullptr);
+                        int64_t position = -1, const CostProbe& probe = {});
 
 }  // namespace etspec

@@ -131,17 +131,16 @@ std::vector<const TreeShape*> Dispatcher::candidates() const {
   return out;
 }
 
-std::optional<std::vector<std::string>> Dispatcher::needs_costs() const {
-  if (!model_.ready()) return std::vector<std::string>{};
-  // Timing a stale call again is exploring too: it waits while the probe account is in debt,
-  // and pays its calls' seconds (use_costs; dispatcher.py).
-  if (opened_ && credit_ < 0) return std::nullopt;
-  std::vector<std::string> stale = model_.stale();
-  if (stale.empty()) return std::nullopt;
-  return stale;
-}
-
 Choice Dispatcher::choose(const Offer* offer, int64_t height) {
+  const bool offered = lookup_ && offer != nullptr && !offer->tokens.empty();
+  if (settled_ > 0 && !offered) {  // dispatcher.py: settled steps decode unrated
+    --settled_;
+    context_.clear();
+    probing_ = 0;
+    return {nothing_.get(), 0};
+  }
+  settled_ = 0;
+  ++rated_;
   const StepCosts& costs = model_.costs();
   const double z = contract::kAutoZ;
   const DepthAcceptance none;
@@ -150,8 +149,10 @@ Choice Dispatcher::choose(const Offer* offer, int64_t height) {
   // The best way by optimism (`best`) and by its mean alone (`sure`).
   bool any = false;
   double best_rate = 0, best_mean = 0, sure_rate = 0;
+  double rival = 0;  // the best optimistic rate of a way that drafts
   Choice best, sure;
   const auto take = [&](double rate, double mean_rate, Choice choice, bool ties) {
+    if (!choice.decodes()) rival = std::max(rival, rate);
     if (!any || rate > best_rate || (ties && rate >= best_rate)) {
       best_rate = rate;
       best_mean = mean_rate;
@@ -207,18 +208,15 @@ Choice Dispatcher::choose(const Offer* offer, int64_t height) {
     // against the best mean rate is charged to it (observe).
     if (credit_ < 0) return sure;
     probing_ = sure_rate;
+  } else if (best.decodes()) {
+    // Settled: a rival's rating gains at most kAutoSettledDrift of the decode's a step.
+    const double lead = (1.0 - rival / best_rate) / contract::kAutoSettledDrift;
+    settled_ = std::min(contract::kAutoSettledSteps, static_cast<long>(lead));
   }
   return best;
 }
 
-void Dispatcher::use_costs(const StepCosts& costs) {
-  if (model_.ready() && opened_) {  // a re-timing: one call each
-    double seconds = costs.decode_s + costs.draft_s + costs.extend_s;
-    for (const auto& [_, s] : costs.verify_s) seconds += s;
-    credit_ -= seconds;
-  }
-  model_.add_probe(costs);
-}
+void Dispatcher::use_costs(const StepCosts& costs) { model_.add_probe(costs); }
 
 void Dispatcher::decay_all(double factor) {
   chains_.decay(factor);

@@ -60,12 +60,17 @@ class Dispatcher : public TreePolicy {
   std::vector<const TreeShape*> candidates() const override;
   Choice choose(const Offer* offer, int64_t height) override;
   bool takes_offers() const override { return lookup_; }
-  void begin() override { decay_all(contract::kAutoRequestDecay); }
+  void begin() override {
+    decay_all(contract::kAutoRequestDecay);
+    settled_ = 0;
+  }
   void observe(const Choice& choice, const StepOutcome& step) override;
-  std::optional<std::vector<std::string>> needs_costs() const override;
+  // Once: a call no step made for long costs its probe time scaled (CostModel).
+  bool needs_costs() const override { return !model_.ready(); }
   void use_costs(const StepCosts& costs) override;
 
   double estimate(const TreeShape& shape);  // expected tokens/s (no optimism)
+  long rated() const { return rated_; }      // steps whose ways were rated (not settled)
   const StepCosts& costs() { return model_.costs(); }
 
  private:
@@ -90,6 +95,8 @@ class Dispatcher : public TreePolicy {
   double credit_ = 0;    // the probe account (contract::kAutoProbeShare), seconds
   bool opened_ = false;  // a step was observed (the account opens full)
   double probing_ = 0;  // the last choice was a probe: the best mean rate (0: it was not)
+  long settled_ = 0;    // steps left that decode unrated (contract::kAutoSettledDrift)
+  long rated_ = 0;
 };
 
 // --tree auto's model shapes (settings.auto_candidates): chains of 1..kAutoMaxChain that

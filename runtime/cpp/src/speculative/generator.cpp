@@ -46,19 +46,11 @@ void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
   policy.begin();
   SpecKVCacheManager kv(meta, kv_strategy_, ctx.prompt.size());
   const NoDraftShape nothing;
-  // A stale call's new timing: one call (the method is loaded), generator.py _REPROBE.
-  CostProbe reprobe;
-  reprobe.repeats = 1;
-  reprobe.warm_up = false;
   int64_t root = ctx.first_token;
   while (sink.remaining() > 0) {
-    // The cost probe: before the runner's first step (every call), then of a call no step
-    // has made for long (generator.py).
-    if (const auto calls = policy.needs_costs()) {
-      policy.use_costs(calls->empty()
-                           ? measure_costs(ctx.target, draft_.get(), kv.committed())
-                           : measure_costs(ctx.target, draft_.get(), kv.committed(), reprobe,
-                                           &*calls));
+    // The cost probe, before the runner's first step (generator.py).
+    if (policy.needs_costs()) {
+      policy.use_costs(measure_costs(ctx.target, draft_.get(), kv.committed()));
     }
     // Never draft past the budget: a step emits its accepted path + one token.
     const int64_t height = sink.remaining() - 1;

@@ -102,10 +102,9 @@ class TreePolicy {
   // A request starts (the dispatcher weighs what earlier ones taught less).
   virtual void begin() {}
   virtual void observe(const Choice& choice, const StepOutcome& step) {}
-  // Which step costs the generator should measure (speculative/costs.h CostModel keys; an
-  // empty list: all of them) and hand over before the next step; nullopt: none (a fixed
-  // shape never needs any).
-  virtual std::optional<std::vector<std::string>> needs_costs() const { return std::nullopt; }
+  // Whether the generator should measure the step costs (speculative/costs.h
+  // measure_costs) and hand them over before the next step (a fixed shape never needs them).
+  virtual bool needs_costs() const { return false; }
   virtual void use_costs(const StepCosts& costs) {}
 };
 
