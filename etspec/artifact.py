@@ -22,6 +22,7 @@ from typing import Any
 from etspec import logs
 from etspec.contract import (
     ARTIFACT_KIND,
+    CHAT_TEMPLATE,
     DRAFT_D2T,
     DRAFT_KIND,
     FORMAT_VERSION,
@@ -235,6 +236,13 @@ class OpenedArtifact:
         if TOKENIZER_JSON not in self.program.method_names:
             return None
         (data,) = self.constant(TOKENIZER_JSON)
+        return data.numpy().tobytes()
+
+    def chat_template(self) -> bytes | None:
+        """The stored chat template (``contract.CHAT_TEMPLATE``), or None."""
+        if CHAT_TEMPLATE not in self.program.method_names:
+            return None
+        (data,) = self.constant(CHAT_TEMPLATE)
         return data.numpy().tobytes()
 
     def problems(self) -> list[str]:

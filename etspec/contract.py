@@ -98,6 +98,9 @@ DEFAULT_MAX_NGRAM = 3
 
 # Optional constant method holding the UTF-8 bytes of the HF ``tokenizer.json``.
 TOKENIZER_JSON = "tokenizer_json"
+# Optional constant method holding the checkpoint's chat template as UTF-8 JSON:
+# {"template": the Jinja text, "bos_token": ..., "eos_token": ...} (runtime/chat.py).
+CHAT_TEMPLATE = "chat_template"
 
 POSITION_OVERWRITE, SCRATCH_COMMIT = "position-overwrite", "scratch-commit"
 KV_STRATEGIES = (POSITION_OVERWRITE, SCRATCH_COMMIT)
@@ -204,6 +207,8 @@ MESSAGES = {
     "`etspec export target DIR --assistant ASSISTANT_DIR`",
     # Text in and out (runtime/tokenizer.py, the C++ Tokenizer).
     "tokenizer_unreadable": "the artifact's tokenizer cannot be read ({reason})",
+    "no_chat_template": "this target artifact carries no chat template (its checkpoint has "
+    "none: a base model); pass a plain prompt, or export an instruct checkpoint",
     "no_tokenizer": "this target artifact carries no tokenizer; pass token ids instead "
     "(--prompt-ids 1,2,3)",
     "prompt_not_utf8": "the prompt is not UTF-8 text (byte 0x{byte} at offset {offset}); "
@@ -1046,6 +1051,7 @@ def cpp_header() -> str:
         "DRAFT_D2T": DRAFT_D2T,
         "ASSISTANT_STEP": ASSISTANT_STEP,
         "TOKENIZER_JSON": TOKENIZER_JSON,
+        "CHAT_TEMPLATE": CHAT_TEMPLATE,
     }
 
     def camel(name: str) -> str:

@@ -107,6 +107,27 @@ def write_atomically(
         raise
 
 
+def write_output(path: Path, data: bytes, option: str, replace: bool = True) -> None:
+    """``write_atomically`` for a command's output: a full disk (or a folder gone) is one
+    line naming ``option``, not a traceback."""
+    try:
+        write_atomically(path, data, replace)
+    except OSError as e:
+        raise EtspecError(
+            f"cannot write {path} ({e.strerror or type(e).__name__}); nothing was written: "
+            f"free space or choose another {option}"
+        ) from None
+
+
+def write_elsewhere(data: bytes, name: str) -> Path:
+    """``data`` in a new file of the temp folder (often another disk), for output a full
+    disk refused: a whole run's report is not lost at its last step."""
+    fd, tmp = tempfile.mkstemp(prefix=f"etspec-{name}-", suffix=".json")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return Path(tmp)
+
+
 def _is_input(p: Path, source: Path) -> bool:
     """Whether writing ``p`` would overwrite the input ``source`` (a file, or a file a
     checkpoint folder is read from)."""

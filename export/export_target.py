@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from etspec.contract import TOKENIZER_JSON, TargetMetadata
+from etspec.contract import CHAT_TEMPLATE, TOKENIZER_JSON, TargetMetadata
 from etspec.export.lowering import as_uint8, check_options, lower_to_file
 from etspec.files import check_output
 from etspec.models.build import (
@@ -52,8 +52,9 @@ def export_target(
     meta = build.meta
     assert isinstance(meta, TargetMetadata)
     constants = meta.constant_methods()
-    if TOKENIZER_JSON in build.constants:
-        constants[TOKENIZER_JSON] = as_uint8(build.constants[TOKENIZER_JSON])
+    for name in (TOKENIZER_JSON, CHAT_TEMPLATE):  # the text the runtimes read
+        if name in build.constants:
+            constants[name] = as_uint8(build.constants[name])
     lower_to_file(
         build.methods,
         constants,

@@ -14,6 +14,7 @@ import torch
 
 from etspec.artifact import draft_target_ids, sha256_hex
 from etspec.contract import (
+    CHAT_TEMPLATE,
     DEFAULT_MAX_SEQ,
     DEFAULT_VERIFY_WIDTHS,
     DRAFT_D2T,
@@ -29,6 +30,7 @@ from etspec.errors import ArtifactError, CheckpointError, ExportError, MetadataM
 from etspec.models.checkpoint import (
     checkpoint_dir,
     load_state_dict,
+    read_chat_template,
     read_config,
     read_tokenizer_json,
 )
@@ -296,6 +298,9 @@ def target_program(checkpoint: str | Path, opts: TargetExportOptions) -> Program
         model, opts.prefill_chunk, opts.verify_widths, assistant, opts.assistant_step_width
     )
     constants = {TOKENIZER_JSON: tokenizer} if tokenizer is not None else {}
+    chat = read_chat_template(checkpoint)
+    if chat is not None:
+        constants[CHAT_TEMPLATE] = chat
     return ProgramBuild(model, meta, methods, constants, keep_out)
 
 

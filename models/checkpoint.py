@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +100,35 @@ def read_tokenizer_json(path: str | Path) -> bytes | None:
     """The bytes of ``tokenizer.json`` when the checkpoint ships one, else None."""
     f = Path(path) / "tokenizer.json"
     return f.read_bytes() if f.is_file() else None
+
+
+def read_chat_template(path: str | Path) -> bytes | None:
+    """The checkpoint's chat template as the artifact stores it (``contract.CHAT_TEMPLATE``:
+    UTF-8 JSON of the template text and the bos/eos tokens it may name), where transformers
+    finds it: ``chat_template.jinja``, else ``tokenizer_config.json``'s ``chat_template``
+    (text, or named templates of which ``default`` is the one); None without one."""
+    folder = Path(path)
+    config_file = folder / "tokenizer_config.json"
+    config = read_json_object(config_file) if config_file.is_file() else {}
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        template: Any = jinja.read_text(encoding="utf-8")
+    else:
+        template = config.get("chat_template")
+        if isinstance(template, list):  # [{"name": "default", "template": ...}, ...]
+            named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+            template = named.get("default")
+    if template is None:
+        return None
+    if not isinstance(template, str) or not template.strip():
+        raise CheckpointError(
+            f"{config_file}: chat_template must be the template's text, got "
+            f"{type(template).__name__}; fix it or remove it"
+        )
+    entry = {"template": template}
+    for name in ("bos_token", "eos_token"):
+        token = config.get(name)
+        if isinstance(token, dict):  # an AddedToken written out: {"content": ...}
+            token = token.get("content")
+        entry[name] = token if isinstance(token, str) else None
+    return json.dumps(entry, ensure_ascii=False).encode("utf-8")

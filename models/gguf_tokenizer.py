@@ -21,6 +21,7 @@ user-defined ones plain added tokens (matched whole); ``<bos>``/``<eos>`` are ad
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -124,20 +125,35 @@ def _add_special(tok: Any, tokens: list[str], types: list[int]) -> None:
     )
 
 
-def _template(tok: Any, tokens: list[str], bos: int | None, eos: int | None) -> None:
-    """<bos> in front of and <eos> behind every encoding, as the ids say (None: not added)."""
-    from tokenizers import processors
-
+def _template(tok: Any, tokens: list[str], bos: int | None, eos: int | None) -> bytes:
+    """``tok``'s tokenizer.json with <bos> in front of and <eos> behind every encoding, as
+    the ids say (None: not added). The template is written as the structure tokenizer.json
+    holds, not as ``TemplateProcessing``'s string form, whose parser reads a token's text as
+    syntax: a bos of ``$A`` repeated every prompt, ``$B:1`` or one with a space failed."""
     if bos is None and eos is None:
-        return
-    head = f"{tokens[bos]} " if bos is not None else ""
-    tail = f" {tokens[eos]}" if eos is not None else ""
-    special = {tokens[i]: i for i in (bos, eos) if i is not None}
-    tok.post_processor = processors.TemplateProcessing(
-        single=f"{head}$A{tail}",
-        pair=f"{head}$A{tail} {head}$B{tail}",
-        special_tokens=list(special.items()),
-    )
+        return tok.to_str().encode("utf-8")  # type: ignore[no-any-return]
+    from tokenizers import Tokenizer
+
+    data = json.loads(tok.to_str())
+    head = [_special(tokens[bos])] if bos is not None else []
+    tail = [_special(tokens[eos])] if eos is not None else []
+    one = [*head, {"Sequence": {"id": "A", "type_id": 0}}, *tail]
+    two = [*head, {"Sequence": {"id": "B", "type_id": 0}}, *tail]
+    data["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": one,
+        "pair": one + two,
+        "special_tokens": {
+            tokens[i]: {"id": tokens[i], "ids": [i], "tokens": [tokens[i]]}
+            for i in (bos, eos)
+            if i is not None
+        },
+    }
+    return Tokenizer.from_str(json.dumps(data)).to_str().encode("utf-8")  # type: ignore[no-any-return]
+
+
+def _special(text: str) -> dict[str, Any]:
+    return {"SpecialToken": {"id": text, "type_id": 0}}
 
 
 def gemma_tokenizer(m: GGUFMetadata) -> bytes:
@@ -179,9 +195,8 @@ def gemma_tokenizer(m: GGUFMetadata) -> bytes:
     user = [t for t, k in zip(tokens, types, strict=True) if k == USER_DEFINED]
     tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in user])
     bos_id = m.token_id("tokenizer.ggml.bos_token_id", len(tokens))
-    if m("tokenizer.ggml.add_bos_token", "flag", False) and bos_id is not None:
-        _template(tok, tokens, bos_id, None)
-    return tok.to_str().encode("utf-8")  # type: ignore[no-any-return]
+    adds_bos = m("tokenizer.ggml.add_bos_token", "flag", False) and bos_id is not None
+    return _template(tok, tokens, bos_id if adds_bos else None, None)
 
 
 def tokenizer_config(
@@ -328,10 +343,9 @@ def build_tokenizer(m: GGUFMetadata, spec: TokenizerSpec) -> GGUFTokenizer:
         raise m.bad(f"its tokenizer cannot be built ({str(e)[:80]})") from None
     _add_special(tok, spec.tokens, spec.types)
     ids = spec.ids
-    _template(tok, spec.tokens, ids["bos"] if spec.add_bos else None,
-              ids["eos"] if spec.add_eos else None)  # fmt: skip
+    bos, eos = ids["bos"] if spec.add_bos else None, ids["eos"] if spec.add_eos else None
     return GGUFTokenizer(
-        tokenizer_json=tok.to_str().encode("utf-8"),
+        tokenizer_json=_template(tok, spec.tokens, bos, eos),
         tokenizer_config=tokenizer_config(m, spec.tokens, ids, spec.add_bos, spec.add_eos),
     )
 

@@ -17,6 +17,7 @@ from torch import nn
 from etspec import logs, openvino
 from etspec.artifact import OpenedArtifact, open_artifact
 from etspec.contract import (
+    CHAT_TEMPLATE,
     DRAFT_D2T,
     DRAFT_RESET,
     TARGET_RESET,
@@ -48,6 +49,10 @@ class Program(Protocol):
 
     def tokenizer_json(self) -> bytes | None: ...
 
+    def chat_template(self) -> bytes | None:
+        """The checkpoint's chat template as stored (``contract.CHAT_TEMPLATE``), or None."""
+        ...
+
     def weights_bytes(self) -> int: ...
 
     def cache_tensors(self) -> list[torch.Tensor]:
@@ -78,7 +83,7 @@ class PteProgram:
         ``ETSPEC_XNNPACK_WEIGHT_CACHE=0``) has XNNPACK pack each weight once for all methods
         instead of once per method (``runtime/xnnpack.py``)."""
         program = cls(open_artifact(path, expect))
-        constants = {*program.metadata.constant_methods(), TOKENIZER_JSON, DRAFT_D2T}
+        constants = {*program.metadata.constant_methods(), TOKENIZER_JSON, CHAT_TEMPLATE, DRAFT_D2T}
         set_weight_cache(default_weight_cache() if weight_cache is None else weight_cache)
         openvino.prepare(program.metadata, program.source)  # its precision, before it loads
         # The first method load probes the CPU and logs it on stderr (etspec.logs).
@@ -123,6 +128,9 @@ class PteProgram:
     def tokenizer_json(self) -> bytes | None:
         return self.artifact.tokenizer_json()
 
+    def chat_template(self) -> bytes | None:
+        return self.artifact.chat_template()
+
     def weights_bytes(self) -> int:
         """The artifact's size: its weights, one copy, as stored (delegates may hold more)."""
         return self.path.stat().st_size
@@ -162,6 +170,10 @@ class EagerProgram:
 
     def tokenizer_json(self) -> bytes | None:
         data = self._constants.get(TOKENIZER_JSON)
+        return bytes(data) if data is not None else None
+
+    def chat_template(self) -> bytes | None:
+        data = self._constants.get(CHAT_TEMPLATE)
         return bytes(data) if data is not None else None
 
     def weights_bytes(self) -> int:

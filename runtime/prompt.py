@@ -29,12 +29,21 @@ def prompt_ids(
                 f"offset {bad}); pass a str of Unicode characters"
             )
         return tokenizer.encode(prompt)
+    if isinstance(prompt, bytes | bytearray | memoryview):  # a Sequence of ints, not ids
+        raise GenerationError(
+            "prompt is bytes: pass text as str (prompt.decode('utf-8')) or token ids as a "
+            "list of int"
+        )
     if not isinstance(prompt, torch.Tensor | Sequence) and not hasattr(prompt, "__array__"):
         raise GenerationError(
             "prompt must be text (str), token ids (a list of int) or a tensor, got "
             f"{type(prompt).__name__}"
         )
     if isinstance(prompt, torch.Tensor):
+        if prompt.dim() > 2:
+            raise GenerationError(
+                f"a prompt tensor of shape {list(prompt.shape)}: pass token ids as [n] or [1, n]"
+            )
         if prompt.dim() == 2 and prompt.shape[0] != 1:
             raise GenerationError(
                 f"batch size {prompt.shape[0]} is not supported: etspec generates one "

@@ -11,7 +11,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from etspec.contract import (
     message,
 )
 from etspec.errors import EtspecError
+from etspec.runtime.chat import ChatTemplate, chat_ids
 from etspec.runtime.generator import GenerationContext, TextTokenGenerator, TokenGenerator
 from etspec.runtime.loading import load_programs, method_of, speculates
 from etspec.runtime.prefill import prefill_target
@@ -71,6 +72,8 @@ class TextLLMRunner:
             data = target.tokenizer_json()
             tokenizer = Tokenizer(data) if data else None
         self.tokenizer = tokenizer
+        chat = target.chat_template()
+        self.chat_template = ChatTemplate.from_json(chat) if chat is not None else None
         self._stop = threading.Event()
         # Runners built over one load share its programs (and their caches): a generation
         # holds the lock of every program it runs, so a second runner over the same load is
@@ -227,6 +230,12 @@ class TextLLMRunner:
             stats_callback(result.stats)
         return result
 
+    def chat(self, messages: Sequence[Mapping[str, Any]], *a: Any, **kw: Any) -> GenerationResult:
+        """``generate`` (same arguments) after ``messages`` (``[{"role": "user", "content":
+        ...}, ...]``) rendered by the target's chat template, up to the assistant's turn."""
+        ids = chat_ids(self.chat_template, self.tokenizer, messages, self.meta.vocab_size)
+        return self.generate(ids, *a, **kw)
+
     def stop(self) -> None:
         """Ask a running ``generate`` (in another thread, or a callback) to stop after the
         tokens of its current step; its result then has ``stop_reason == "stop"``."""
@@ -249,16 +258,8 @@ class TextLLMRunner:
     ) -> GenerationResult:
         with self._holding("generate"), torch_single_threaded(self._pte_only):
             self._stop.clear()
-            return self._generate(
-                prompt,
-                max_new_tokens,
-                sampling,
-                processors,
-                callback,
-                ignore_eos,
-                record_logits,
-                trace,
-            )
+            return self._generate(prompt, max_new_tokens, sampling, processors, callback,
+                                  ignore_eos, record_logits, trace)  # fmt: skip
 
     @contextlib.contextmanager
     def _holding(self, what: str) -> Iterator[None]:

@@ -28,8 +28,10 @@ class Tokenizer:
             byte_ids |= {i for i, t in specials if t.special}
         self.run_ids = frozenset(byte_ids)
 
-    def encode(self, text: str) -> list[int]:
-        return list(self._tok.encode(text, add_special_tokens=True).ids)
+    def encode(self, text: str, special: bool = True) -> list[int]:
+        """``special`` False: without the tokens the tokenizer adds itself (<bos>), for
+        text that writes them already (a rendered chat template)."""
+        return list(self._tok.encode(text, add_special_tokens=special).ids)
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=True)

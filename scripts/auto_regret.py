@@ -4,7 +4,7 @@ Reads bench JSON files (``etspec bench --trees auto,chain3,chain5,chain7,N7 --js
 reports, per run and per runtime (Python, ``cpp``): auto's mean speedup, the best fixed
 shape's, their ratio (issue 26 asks >= 0.95 on every run) and the shapes auto ran most.
 
-    python scripts/auto_regret.py docs/results/bundled-humaneval-auto-vs-shapes-run*.json \
+    python scripts/auto_regret.py RUN1.json RUN2.json RUN3.json \
         [--json OUT]
 """
 

@@ -20,6 +20,7 @@ from tiny import (
     gemma_style_tokenizer,
     make_eagle3_checkpoint,
     make_hf_target,
+    write_chat_template,
     write_tokenizer,
 )
 
@@ -61,6 +62,8 @@ class Artifacts:
                 write_tokenizer(ckpt, vocab)
             if name in TEXT_TOKENIZERS:
                 (ckpt / "tokenizer.json").write_bytes(TEXT_TOKENIZERS[name]())
+            if name == "gemma3_text":  # an instruct target: its chat template travels along
+                write_chat_template(ckpt)
             pte = self.root / f"{name}.pte"
             export_target(ckpt, pte, EXPORT_OPTIONS[name])
             self._targets[name] = TargetCase(name, ckpt, pte, hf, EXPORT_OPTIONS[name])

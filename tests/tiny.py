@@ -184,6 +184,58 @@ def gemma_style_tokenizer() -> bytes:
     return gemma_tokenizer(GGUFMetadata(reader, "tiny"))
 
 
+# Gemma 3's instruct chat template (its tokenizer_config.json's, as the Hub has it): roles
+# alternate (raise_exception otherwise), the system message prefixes the first user turn,
+# the assistant is "model".
+GEMMA_CHAT_TEMPLATE = """{{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- if messages[0]['content'] is string -%}
+        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}
+    {%- else -%}
+        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}
+    {%- endif -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- if (message['role'] == 'assistant') -%}
+        {%- set role = "model" -%}
+    {%- else -%}
+        {%- set role = message['role'] -%}
+    {%- endif -%}
+    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
+    {%- if message['content'] is string -%}
+        {{ message['content'] | trim }}
+    {%- elif message['content'] is iterable -%}
+        {%- for item in message['content'] -%}
+            {%- if item['type'] == 'image' -%}
+                {{ '<start_of_image>' }}
+            {%- elif item['type'] == 'text' -%}
+                {{ item['text'] | trim }}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- else -%}
+        {{ raise_exception("Invalid content type") }}
+    {%- endif -%}
+    {{ '<end_of_turn>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{'<start_of_turn>model\n'}}
+{%- endif -%}
+"""
+
+
+def write_chat_template(folder: Path, template: str = GEMMA_CHAT_TEMPLATE) -> None:
+    """A tokenizer_config.json holding ``template`` and Gemma's special tokens."""
+    config = {"bos_token": "<bos>", "eos_token": "<eos>", "chat_template": template}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+
+
 GEMMA_STYLE_VOCAB = len(_GEMMA_SPECIALS) + len(_GEMMA_USER) + 256 + len(_GEMMA_PIECES)
 # Text targets for the C++ runner's text in and out: a Gemma 3 target with the Gemma-style
 # tokenizer, a Llama target with the bundled pair's byte-level BPE.

@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from etspec.contract import TREE_MODES
 from etspec.errors import EtspecError
-from etspec.files import check_output, write_atomically
+from etspec.files import check_output, write_elsewhere, write_output
 from etspec.runtime.runner import TextLLMRunner
 from etspec.runtime.sampling import SamplingConfig
 from etspec.runtime.spec import RunnerSpec, TreeSettings
@@ -202,7 +202,8 @@ def bench(req: BenchRequest) -> BenchOutcome | None:
     finally:
         others.close()
     if traces_out is not None:
-        write_atomically(traces_out, "".join(f"{line}\n" for line in trace_lines(records)).encode())
+        lines = "".join(f"{line}\n" for line in trace_lines(records))
+        write_output(traces_out, lines.encode(), "--traces")
         for recs in records.values():
             for r in recs:
                 r.pop("steps", None)
@@ -246,7 +247,15 @@ def bench(req: BenchRequest) -> BenchOutcome | None:
             "memory": memory,
             "records": records,
         }
-        write_atomically(out, json.dumps(report, indent=1).encode())
+        data = json.dumps(report, indent=1).encode()
+        try:
+            write_output(out, data, "--json")
+        except EtspecError as e:
+            try:
+                kept = write_elsewhere(data, "bench")
+            except OSError:
+                raise e from None
+            raise EtspecError(f"{e}; the report is in {kept}") from None
     return BenchOutcome(summary, memory, others.in_process, mismatches, out)
 
 

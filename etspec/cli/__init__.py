@@ -1,11 +1,12 @@
 """The ``etspec`` command line, one module per family of commands, each over library
 functions: export/convert/inspect (``export.py``), generate/validate (``generate.py``),
-quality (``quality.py``), bench/plot (``bench.py``).
+quality (``quality.py``), bench/plot (``bench.py``), chat (``chat.py``).
 
 User-caused errors (``EtspecError``) print one line and exit 1, never a traceback.
 """
 
 from etspec.cli import bench as _bench
+from etspec.cli import chat as _chat
 from etspec.cli import export as _export
 from etspec.cli import generate as _generate
 from etspec.cli import quality as _quality
@@ -13,4 +14,4 @@ from etspec.cli.app import main
 
 bench = _bench.bench
 __all__ = ["bench", "main"]
-del _export, _generate, _quality
+del _chat, _export, _generate, _quality

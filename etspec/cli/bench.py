@@ -224,7 +224,7 @@ def bench(**kw: Any) -> None:
 @user_errors
 def plot(report: Path, out_dir: Path, force: bool) -> None:
     """Plot an `etspec bench --json` report: speedup vs accept_L, accept_pos, stages."""
-    from etspec.files import read_json, write_atomically
+    from etspec.files import read_json, write_output
     from etspec.tools.plot import PLOTS, SWEEP_PLOT, WINDOW_PLOT, render_report
 
     taken = [out_dir / n for n in (*PLOTS, SWEEP_PLOT, WINDOW_PLOT) if (out_dir / n).exists()]
@@ -236,5 +236,5 @@ def plot(report: Path, out_dir: Path, force: bool) -> None:
     pngs = render_report(data)
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, png in pngs.items():
-        write_atomically(out_dir / name, png)
+        write_output(out_dir / name, png, "--out")
         click.echo(f"wrote {out_dir / name}")

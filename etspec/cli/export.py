@@ -23,6 +23,7 @@ from etspec.cli.app import (
 )
 from etspec.cli.runner_options import no_weight_cache_option, widths
 from etspec.contract import DEFAULT_MAX_SEQ, DEFAULT_VERIFY_WIDTHS
+from etspec.errors import EtspecError
 
 
 @main.group()
@@ -198,8 +199,19 @@ def inspect(pte: Path, as_json: bool, memory: bool, no_weight_cache: bool) -> No
         "methods": methods,
         "metadata": meta,
         "has_tokenizer": art.tokenizer_json() is not None,
+        "chat_template": None,
         "problems": art.problems(),
     }
+    chat = art.chat_template()
+    if chat is not None:  # what `generate --messages` and `chat` render with
+        from etspec.runtime.chat import ChatTemplate
+
+        try:
+            template = ChatTemplate.from_json(chat)
+            info["chat_template"] = template.template
+            template.compiled  # noqa: B018  # its syntax, as a load would find it
+        except EtspecError as e:
+            info["problems"].append(str(e))
     if memory:
         openvino.prepare(art.metadata, str(pte))  # its precision changes what it holds
         del art  # measure a fresh load, not one sharing this one's pages
@@ -223,6 +235,9 @@ def inspect(pte: Path, as_json: bool, memory: bool, no_weight_cache: bool) -> No
     for key, value in meta.items():
         click.echo(f"  {key}: {value}")
     click.echo(f"  tokenizer: {'embedded' if info['has_tokenizer'] else 'none'}")
+    template = info["chat_template"]
+    shown = f"{len(template)} characters (--json shows it)" if template else "none"
+    click.echo(f"  chat template: {shown}")
     if kind == "target":
         click.echo(_layer_summary(meta))
     if memory:

@@ -48,6 +48,20 @@ def _read_prompt_file(path: Path) -> str:
         ) from None
 
 
+def _read_messages(path: Path) -> list[dict[str, Any]]:
+    """--messages: a list of messages, or an object holding one (an OpenAI request body)."""
+    from etspec.files import read_json
+    from etspec.runtime.chat import check_messages
+
+    data = read_json(path, "--messages file")
+    if isinstance(data, dict) and "messages" in data:
+        data = data["messages"]
+    try:
+        return check_messages(data)
+    except EtspecError as e:
+        raise EtspecError(f"{path}: {e}") from None
+
+
 def _check_prompt_text(text: str) -> None:
     """--prompt as the shell gave it: bytes that are not UTF-8 arrive as lone surrogates."""
     try:
@@ -71,6 +85,14 @@ def _check_prompt_text(text: str) -> None:
     default=None,
     type=click.Path(path_type=Path),
     help="Prompt text from a UTF-8 file.",
+)
+@click.option(
+    "--messages",
+    "messages_file",
+    default=None,
+    type=click.Path(path_type=Path),
+    help='A conversation (JSON: [{"role": "user", "content": ...}, ...], or an object with '
+    "\"messages\") rendered by the target's chat template, up to the assistant's turn.",
 )
 @click.option(
     "--humaneval",
@@ -104,14 +126,13 @@ def generate(**kw: Any) -> None:
     from etspec.runtime.runner import load_runners
     from etspec.runtime.sampling import RepetitionPenalty, SamplingConfig
 
-    given = [
-        k for k in ("prompt", "prompt_ids", "prompt_file", "humaneval_task") if kw[k] is not None
-    ]
-    if len(given) != 1:
+    sources = ("prompt", "prompt_ids", "prompt_file", "messages_file", "humaneval_task")
+    if sum(kw[k] is not None for k in sources) != 1:
         raise EtspecError(
             message(
                 "one_prompt",
-                choices="--prompt TEXT, --prompt-ids 1,2,3, --prompt-file PATH or --humaneval N",
+                choices="--prompt TEXT, --prompt-ids 1,2,3, --prompt-file PATH, --messages "
+                "FILE.json or --humaneval N",
             )
         )
     if kw["prompt"] is not None:  # before anything loads
@@ -129,10 +150,16 @@ def generate(**kw: Any) -> None:
         prompt = kw["prompt"]
     elif kw["prompt_file"] is not None:
         prompt = _read_prompt_file(kw["prompt_file"])
+    elif kw["messages_file"] is not None:
+        messages = _read_messages(kw["messages_file"])
     else:
         prompt = parse_ids(kw["prompt_ids"])
     base, speculative = load_runners(spec)
     runner = speculative or base
+    if kw["messages_file"] is not None:
+        from etspec.runtime.chat import chat_ids
+
+        prompt = chat_ids(runner.chat_template, runner.tokenizer, messages, runner.meta.vocab_size)
     if kw["compare"] and speculative is None:
         raise EtspecError("--compare compares speculative with target-only: give --draft")
     as_json = kw["as_json"]

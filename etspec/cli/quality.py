@@ -58,9 +58,9 @@ def quality(
         verdict = "passes" if ok else f"fails after {matched} of {report.copy_needed_tokens} tokens"
         click.echo(f"copy test, {who}: {verdict}")
     if json_out is not None:
-        from etspec.files import write_atomically
+        from etspec.files import write_output
 
-        write_atomically(
-            json_out, (json.dumps(report.to_dict(), indent=1) + "\n").encode(), replace=force
+        write_output(
+            json_out, (json.dumps(report.to_dict(), indent=1) + "\n").encode(), "--json", force
         )
         click.echo(f"wrote {json_out}")

@@ -16,7 +16,7 @@ from tiny import make_hf_target
 
 from etspec.artifact import open_artifact
 from etspec.cli import main
-from etspec.errors import ExportError
+from etspec.errors import EtspecError, ExportError
 from etspec.export.export_target import TargetExportOptions, export_target
 
 
@@ -305,3 +305,22 @@ def test_quality_json_output_is_checked_before_the_run(artifacts, tmp_path: Path
         res = run_cli("quality", str(ref), str(tmp_path / "missing.pte"), "--json", str(out))
         assert_one_line_error(res, words)
     assert kept.read_text() == "mine"
+
+
+def test_an_output_a_full_disk_refuses_is_one_line(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import errno
+
+    from etspec import files
+
+    def full(src, dst):  # type: ignore[no-untyped-def]
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.os, "replace", full)
+    out = tmp_path / "q.json"
+    with pytest.raises(EtspecError) as e:
+        files.write_output(out, b"{}", "--json")
+    assert str(e.value) == (
+        f"cannot write {out} (No space left on device); nothing was written: free space or "
+        "choose another --json"
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -460,3 +460,24 @@ def test_convert_output_is_checked_before_work_and_force_replaces_only_its_own( 
     res = convert(out, "--force")
     assert res.exit_code == 0, res.output
     assert {p.name for p in out.iterdir()} == CONVERTED_FILES
+
+
+@pytest.mark.parametrize("bos", ["<s>", "<s> x", "$B:1", "$A", "a:b", "$0"])
+def test_a_special_tokens_text_is_never_read_as_template_syntax(bos: str) -> None:
+    """tokenizers' template strings parse their pieces (``$A``, ``X:1``, spaces): a GGUF
+    bos spelled ``$A`` made a tokenizer that repeated every prompt, ``$B:1`` or one with a
+    space failed in Rust. The template is written as tokenizer.json's structure."""
+    from tokenizers import Tokenizer, models, processors
+
+    from etspec.models.gguf_tokenizer import _template
+
+    tokens = [bos, "a", "</s>"]
+    tok = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tokens)}, unk_token="a"))
+    built = Tokenizer.from_str(_template(tok, tokens, 0, 2).decode())
+    assert built.encode("a").ids == [0, 1, 2]
+    if bos == "<s>":  # the structure is what the string form builds where it parses right
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A </s>", pair="<s> $A </s> <s> $B </s>",
+            special_tokens=[("<s>", 0), ("</s>", 2)],
+        )  # fmt: skip
+        assert _template(tok, tokens, 0, 2) == tok.to_str().encode()

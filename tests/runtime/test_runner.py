@@ -69,6 +69,9 @@ def small(artifacts):  # type: ignore[no-untyped-def]
     [
         (dict(prompt=torch.tensor([[1, 2], [3, 4]])), "batch size 2 is not supported"),
         (dict(prompt=[[1, 2], [3, 4]]), "batch size 2 is not supported"),
+        (dict(prompt=torch.tensor([[[1, 2, 3]]])), r"a prompt tensor of shape \[1, 1, 3\]"),
+        (dict(prompt=b"\x01\x02"), "prompt is bytes: pass text as str"),
+        (dict(prompt=bytearray(b"\x01")), "prompt is bytes: pass text as str"),
         (dict(prompt=list(range(16)) * 4), "does not fit the context of 64"),
         (dict(prompt=[1, 2], max_new_tokens=63), "exceeds the context of 64"),
         (dict(prompt=[1, 2], max_new_tokens=0), "max_new_tokens must be at least 1"),

@@ -983,3 +983,40 @@ def test_cli_bench_runs_draft_methods_side_by_side_past_eos(artifacts, tmp_path:
     # A fixed shape: `auto` may rightly decode every step on a loaded machine.
     assert records["prompt-lookup chain2"][0]["drafters"]["lookup"]["steps"] > 0
     assert "chain2" in records["eagle3 chain2"][0]["shape_steps"]
+
+
+def test_a_report_the_disk_refuses_is_kept_elsewhere(
+    artifacts, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """A full disk at a run's end lost its whole report with a traceback: now one line, and
+    the report is in the temp folder."""
+    import errno
+
+    from etspec import files
+
+    pair = artifacts.small_draft()
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt_ids": [3, 1, 4, 1, 5]}\n')
+    real_replace = files.os.replace
+
+    def full(src, dst):  # type: ignore[no-untyped-def]
+        if str(dst).endswith("bench.json"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", full)
+    monkeypatch.setattr(files.tempfile, "tempdir", str(tmp_path / "elsewhere"))
+    (tmp_path / "elsewhere").mkdir()
+    res = CliRunner().invoke(
+        main,
+        ["bench", "--target", str(pair.target.pte), "--draft", str(pair.pte), "--prompts",
+         str(prompts), "--trees", "chain2", "--max-new-tokens", "4", "--json",
+         str(tmp_path / "bench.json")],
+    )  # fmt: skip
+    assert res.exit_code == 1
+    (line,) = [x for x in res.output.splitlines() if x.startswith("error:")]
+    assert "cannot write" in line and "No space left on device" in line and "--json" in line
+    (kept,) = (tmp_path / "elsewhere").iterdir()
+    assert line.endswith(f"the report is in {kept}")
+    assert len(json.loads(kept.read_text())["records"]["chain2"]) == 1
+    assert not (tmp_path / "bench.json").exists()

@@ -77,7 +77,13 @@ def _python(req: dict) -> dict:  # type: ignore[type-arg]
 
 
 def _scenario(  # type: ignore[type-arg]
-    seed: int, accept: float, widths: list[int], branching: bool, lookup: bool, model: bool = True
+    seed: int,
+    accept: float,
+    widths: list[int],
+    branching: bool,
+    lookup: bool,
+    model: bool = True,
+    steps: int = 300,
 ) -> dict:
     """Recorded costs of the bundled pair's kind (verify cost growing with width, a draft
     call a third of a decode) and `accept`-geometric accepted depths, with timing noise.
@@ -85,7 +91,7 @@ def _scenario(  # type: ignore[type-arg]
     `accept` ** (3 / n) per depth."""
     rng = random.Random(seed)
     depths, evidence, offers = [], [], []
-    for _ in range(300):
+    for _ in range(steps):
         n = rng.choice((1, 1, 2, 3))
         offered = rng.choice((0, 1, 2, 2, 3, 5, 8)) if lookup else 0
         p = accept ** (3 / n) if offered else accept
@@ -145,5 +151,21 @@ def test_cpp_dispatcher_chooses_as_python(  # type: ignore[no-untyped-def]
     assert got["rated"] == want["rated"]
     if seed == 5:
         assert want["rated"] < len(req["depths"]) // 2
+    for name, rate in want["estimates"].items():
+        assert got["estimates"][name] == pytest.approx(rate, rel=1e-12), name
+
+
+def test_cpp_dispatcher_forgets_stale_calls_as_python(runner_bin: Path, tmp_path: Path) -> None:
+    """A draft that seldom pays for 1,500 steps: the verify widths it leaves unused forget
+    their step times (contract.AUTO_STALE_STEPS) at the same steps in both runtimes, and the
+    choices and estimates that follow stay the same."""
+    req = _scenario(9, 0.3, [4, 8, 16], False, False, steps=1500)
+    (tmp_path / "req.json").write_text(json.dumps(req))
+    tool = runner_bin.parent / "etspec_dispatch_replay"
+    res = subprocess.run([str(tool), str(tmp_path / "req.json")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    got, want = json.loads(res.stdout), _python(req)
+    assert got["chosen"] == want["chosen"] and got["rated"] == want["rated"]
+    assert "none" in want["chosen"] and len(set(want["chosen"])) > 1
     for name, rate in want["estimates"].items():
         assert got["estimates"][name] == pytest.approx(rate, rel=1e-12), name
