@@ -227,7 +227,8 @@ MESSAGES = {
     "field; got {value}",
     "serve_unknown_field": "unknown request field '{field}'; the fields are {fields}",
     "serve_field_kind": "request field '{field}' must be {kind}, got {value}",
-    "serve_one_prompt": "a request needs exactly one of the fields prompt and prompt_ids",
+    "serve_one_prompt": "a request needs exactly one of the fields prompt, prompt_ids and "
+    "messages",
     "auto_no_candidates": "--tree auto has no candidate shape for this artifact",
     # Request checks (runtime/runner.py, the C++ Runner::generate), before any state changes.
     "empty_prompt": "empty prompt: give at least one token",
@@ -305,6 +306,7 @@ STAGES = ("prefill", "decode", "draft", "tensorize", "verify", "accept", "commit
 # from counted ones (a property in Python, a method in C++).
 STATS_FIELDS: tuple[tuple[str, str], ...] = (
     ("prompt_tokens", "counted"),
+    ("cached_tokens", "counted"),  # leading prompt tokens whose KV an earlier request left
     ("generated_tokens", "counted"),
     ("prefill_calls", "counted"),
     ("decode_calls", "counted"),
@@ -337,12 +339,14 @@ STOP_EOS, STOP_BUDGET, STOP_CALLBACK, STOP_REQUESTED = "eos", "max_new_tokens", 
 SERVE_FIELDS = {
     "Prompt": "prompt",
     "PromptIds": "prompt_ids",
+    "Messages": "messages",
     "MaxNewTokens": "max_new_tokens",
     "Temperature": "temperature",
     "TopK": "top_k",
     "TopP": "top_p",
     "Seed": "seed",
     "IgnoreEos": "ignore_eos",
+    "ReusePrefix": "reuse_prefix",
     "Error": "error",
 }
 # What each request field must hold, checked before the request runs (unknown fields are
@@ -356,16 +360,19 @@ SERVE_KINDS = {
     "number": "a number",
     "flag": "true or false",
     "seed": "an integer from 0 to 2^64 - 1, or null",
+    "messages": 'a list of {"role": ..., "content": ...} objects',
 }
 SERVE_REQUEST = {
     "prompt": "text",
     "prompt_ids": "ids",
+    "messages": "messages",  # rendered by the target's chat template
     "max_new_tokens": "count",
     "temperature": "number",
     "top_k": "natural",
     "top_p": "number",
     "seed": "seed",
     "ignore_eos": "flag",
+    "reuse_prefix": "flag",  # prefill only what follows what the KV cache holds of it
 }
 assert set(SERVE_REQUEST) == set(SERVE_FIELDS.values()) - {SERVE_FIELDS["Error"]}
 assert set(SERVE_REQUEST.values()) <= set(SERVE_KINDS)

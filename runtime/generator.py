@@ -58,11 +58,16 @@ class GenerationContext:
 class TokenGenerator(Protocol):
     """Produces the tokens after the first until the sink says stop."""
 
+    #: Whether it reads the target's hidden states (the runner keeps them with the KV).
+    needs_hidden: bool
+
     def check(self, ctx_sampler: Sampler) -> None:
         """Reject settings this generator cannot honour, before any state changes."""
         ...
 
-    def generate(self, ctx: GenerationContext, sink: TokenSink) -> None: ...
+    def generate(self, ctx: GenerationContext, sink: TokenSink) -> int:
+        """Returns how many positions the target's committed KV now holds."""
+        ...
 
     def reset(self) -> None: ...
 
@@ -83,6 +88,8 @@ class TokenGenerator(Protocol):
 class TextTokenGenerator:
     """Target-only decoding: one ``target_decode`` call per token."""
 
+    needs_hidden = False
+
     def check(self, ctx_sampler: Sampler) -> None:
         return None
 
@@ -98,7 +105,7 @@ class TextTokenGenerator:
     def describe(self) -> dict[str, Any]:
         return {"generator": type(self).__name__, "tree": None, "kv_strategy": None}
 
-    def generate(self, ctx: GenerationContext, sink: TokenSink) -> None:
+    def generate(self, ctx: GenerationContext, sink: TokenSink) -> int:
         token, position = ctx.first_token, len(ctx.prompt)
         stats, target, sampler = ctx.stats, ctx.target, ctx.sampler
         token_t = torch.empty(1, dtype=torch.long)
@@ -113,4 +120,5 @@ class TextTokenGenerator:
             token = sampler.pick(logits, sink.history)
             position += 1
             if not sink.emit([token], logits):
-                return
+                break
+        return position

@@ -49,3 +49,20 @@ def prefill_target(program: Program, tokens: torch.Tensor, start: int = 0) -> Pr
         logits, h = program.run(TARGET_PREFILL, ids, positions, last, mask, *band)
         hidden.append(h[:real])
     return PrefillResult(logits, torch.cat(hidden))
+
+
+def prefill_prompt(
+    program: Program, ids: list[int], reuse: bool, needs_hidden: bool
+) -> tuple[PrefillResult, int]:
+    """Prefill ``ids`` after what the program's KV already holds of them (``reuse``: the
+    common prefix, ``prefix_cache.py``; else from position 0). Returns the result, with
+    hidden states of the whole prompt when ``needs_hidden``, and how many tokens were reused."""
+    held = program.held
+    start = held.reusable(ids, needs_hidden) if reuse else 0
+    held.truncate(start)
+    pre = prefill_target(program, torch.tensor(ids[start:], dtype=torch.long), start)
+    if not needs_hidden:
+        return pre, start
+    held.keep_hidden(start, pre.hidden, program.metadata.max_context)
+    assert held.hidden is not None
+    return PrefillResult(pre.logits, held.hidden[: len(ids)]), start

@@ -27,6 +27,7 @@ from etspec.contract import (
     check_pair,
 )
 from etspec.errors import ArtifactError
+from etspec.runtime.prefix_cache import PrefixCache
 from etspec.runtime.xnnpack import default_weight_cache, set_weight_cache
 
 
@@ -42,6 +43,8 @@ class Program(Protocol):
     #: Held by a runner while it generates over this program: every runner built over one
     #: load shares its caches, so they take turns (one generation per program at a time).
     lock: threading.Lock
+    #: What the program's KV cache holds between requests (``runtime/prefix_cache.py``).
+    held: PrefixCache
 
     def run(self, method: str, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]: ...
 
@@ -72,6 +75,7 @@ class PteProgram:
         self.metadata = artifact.metadata
         self.source = str(artifact.path)
         self.lock = threading.Lock()
+        self.held = PrefixCache()
         self._methods: dict[str, Any] = {}
         self.released_bytes = 0  # artifact bytes freed after loading (``Snapshot``)
 
@@ -120,6 +124,8 @@ class PteProgram:
         return m
 
     def run(self, method: str, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if method == TARGET_RESET:
+            self.held.forget()
         return tuple(self._method(method).execute(list(inputs)))
 
     def constant(self, name: str) -> list[Any]:
@@ -158,12 +164,15 @@ class EagerProgram:
         self.methods = {name: m.to(self.device) for name, m in methods.items()}
         self.metadata = metadata
         self.lock = threading.Lock()
+        self.held = PrefixCache()
         self._constants = constants or {}
         self.model = model
         self.source = source
 
     @torch.no_grad()
     def run(self, method: str, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        if method == TARGET_RESET:
+            self.held.forget()
         out = self.methods[method](*(x.to(self.device) for x in inputs))
         out = out if isinstance(out, tuple) else (out,)
         return tuple(o.cpu() for o in out)

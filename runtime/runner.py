@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from etspec.errors import EtspecError
 from etspec.runtime.chat import ChatTemplate, chat_ids
 from etspec.runtime.generator import GenerationContext, TextTokenGenerator, TokenGenerator
 from etspec.runtime.loading import load_programs, method_of, speculates
-from etspec.runtime.prefill import prefill_target
+from etspec.runtime.prefill import prefill_prompt
 from etspec.runtime.program import Program
 from etspec.runtime.prompt import is_count, prompt_ids
 from etspec.runtime.results import (
@@ -51,6 +52,18 @@ from etspec.runtime.threads import torch_single_threaded
 from etspec.runtime.tokenizer import StreamDecoder, Tokenizer
 
 __all__ = ["GenerationConfig", "GenerationError", "GenerationResult", "TextLLMRunner"]
+
+
+@dataclass
+class _Request:
+    """A request's options besides the prompt, the budget and the sampling."""
+
+    processors: Sequence[LogitsProcessor]
+    callback: TokenCallback | None
+    ignore_eos: bool
+    record_logits: bool
+    trace: bool
+    reuse_prefix: bool
 
 
 class TextLLMRunner:
@@ -139,6 +152,7 @@ class TextLLMRunner:
         ignore_eos: bool = False,
         record_logits: bool = False,
         trace: bool = False,
+        reuse_prefix: bool = False,
     ) -> GenerationResult:
         """Generate up to ``max_new_tokens`` (default 128) tokens after ``prompt`` (text or
         token ids), greedy unless ``sampling`` says otherwise.
@@ -146,7 +160,8 @@ class TextLLMRunner:
         ``callback(ids, text)`` streams each batch of new ids with the text they complete;
         returning False stops generation, as does ``stop()`` from another thread. ``trace``
         records every speculative step in ``stats.steps`` (shape, accepted length, seconds
-        and stage seconds).
+        and stage seconds). ``reuse_prefix`` prefills only what follows the prompt's common
+        prefix with the tokens the KV cache holds from the last request (``chat`` does).
 
         ExecuTorch's ``TextLLMRunner.generate(prompt, config, token_callback,
         stats_callback)`` works too, by keyword or in that order: ``config`` is a
@@ -166,26 +181,20 @@ class TextLLMRunner:
             )
         if callable(sampling):
             token_callback, sampling = sampling, None  # ExecuTorch's positional callback
+        if config is not None and (sampling is not None or max_new_tokens is not None):
+            raise GenerationError("give a GenerationConfig or max_new_tokens/sampling, not both")
+        request = _Request(processors, callback, ignore_eos, record_logits, trace, reuse_prefix)
         if config is not None:
-            if sampling is not None or max_new_tokens is not None:
-                raise GenerationError(
-                    "give a GenerationConfig or max_new_tokens/sampling, not both"
-                )
             return self._generate_with_config(
-                prompt, config, token_callback, stats_callback, callback, processors,
-                ignore_eos, record_logits, trace,
-            )  # fmt: skip
+                prompt, config, token_callback, stats_callback, request
+            )
         if token_callback is not None:
-            callback = with_text_callback(callback, token_callback)
+            request.callback = with_text_callback(callback, token_callback)
         result = self._locked_generate(
             prompt,
             128 if max_new_tokens is None else max_new_tokens,
             sampling or SamplingConfig(),
-            processors,
-            callback,
-            ignore_eos,
-            record_logits,
-            trace,
+            request,
         )
         if stats_callback is not None:
             stats_callback(result.stats)
@@ -197,11 +206,7 @@ class TextLLMRunner:
         config: Any,
         token_callback: Callable[[str], None] | None,
         stats_callback: Callable[[GenerationStats], None] | None,
-        callback: TokenCallback | None,
-        processors: Sequence[LogitsProcessor],
-        ignore_eos: bool,
-        record_logits: bool,
-        trace: bool,
+        request: _Request,
     ) -> GenerationResult:
         """``generate`` driven by an ExecuTorch-style ``GenerationConfig``."""
         if getattr(config, "num_bos", 0) or getattr(config, "num_eos", 0):
@@ -221,20 +226,19 @@ class TextLLMRunner:
         if streamed is not None and getattr(config, "echo", False) and isinstance(prompt, str):
             streamed(prompt)
         if streamed is not None:
-            callback = with_text_callback(callback, streamed)
+            request.callback = with_text_callback(request.callback, streamed)
         sampling = SamplingConfig(temperature=float(config.temperature))
-        result = self._locked_generate(
-            ids, budget, sampling, processors, callback, ignore_eos, record_logits, trace
-        )
+        result = self._locked_generate(ids, budget, sampling, request)
         if stats_callback is not None:
             stats_callback(result.stats)
         return result
 
     def chat(self, messages: Sequence[Mapping[str, Any]], *a: Any, **kw: Any) -> GenerationResult:
         """``generate`` (same arguments) after ``messages`` (``[{"role": "user", "content":
-        ...}, ...]``) rendered by the target's chat template, up to the assistant's turn."""
+        ...}, ...]``) rendered by the target's chat template, up to the assistant's turn.
+        The turns the last request left in the KV cache are not prefilled again."""
         ids = chat_ids(self.chat_template, self.tokenizer, messages, self.meta.vocab_size)
-        return self.generate(ids, *a, **kw)
+        return self.generate(ids, *a, **{"reuse_prefix": True, **kw})
 
     def stop(self) -> None:
         """Ask a running ``generate`` (in another thread, or a callback) to stop after the
@@ -250,16 +254,11 @@ class TextLLMRunner:
         prompt: str | Sequence[int] | torch.Tensor,
         max_new_tokens: int,
         sampling: SamplingConfig,
-        processors: Sequence[LogitsProcessor],
-        callback: TokenCallback | None,
-        ignore_eos: bool,
-        record_logits: bool,
-        trace: bool,
+        request: _Request,
     ) -> GenerationResult:
         with self._holding("generate"), torch_single_threaded(self._pte_only):
             self._stop.clear()
-            return self._generate(prompt, max_new_tokens, sampling, processors, callback,
-                                  ignore_eos, record_logits, trace)  # fmt: skip
+            return self._generate(prompt, max_new_tokens, sampling, request)
 
     @contextlib.contextmanager
     def _holding(self, what: str) -> Iterator[None]:
@@ -285,11 +284,7 @@ class TextLLMRunner:
         prompt: str | Sequence[int] | torch.Tensor,
         max_new_tokens: int,
         sampling: SamplingConfig,
-        processors: Sequence[LogitsProcessor],
-        callback: TokenCallback | None,
-        ignore_eos: bool,
-        record_logits: bool,
-        trace: bool,
+        request: _Request,
     ) -> GenerationResult:
         # Everything a caller can get wrong is checked before any state changes.
         ids = self.encode(prompt)
@@ -310,12 +305,13 @@ class TextLLMRunner:
                     room=limit - len(ids),
                 )
             )
-        sampler = Sampler(sampling, processors)
+        sampler = Sampler(sampling, request.processors)
         self.generator.check(sampler)
 
         stats = GenerationStats(prompt_tokens=len(ids))
-        eos = set() if ignore_eos else set(self.meta.eos_token_ids)
+        eos = set() if request.ignore_eos else set(self.meta.eos_token_ids)
         decoder = StreamDecoder(self.tokenizer) if self.tokenizer else None
+        callback, record_logits = request.callback, request.record_logits
         sink = StreamingSink(ids, max_new_tokens, eos, decoder, callback, record_logits, self._stop)
         t0 = time.perf_counter()
         # The target's caches are not zeroed per request (PteProgram.load zeroes them once):
@@ -323,17 +319,22 @@ class TextLLMRunner:
         # zeroing costs what --max-seq allows, not what the request uses.
         self.generator.reset()
         with stats.stage("prefill"):
-            pre = prefill_target(self.target, torch.tensor(ids, dtype=torch.long))
-        stats.prefill_calls += -(-len(ids) // self.meta.prefill_chunk)
+            pre, start = prefill_prompt(
+                self.target, ids, request.reuse_prefix, self.generator.needs_hidden
+            )
+        stats.cached_tokens = start
+        stats.prefill_calls += -(-(len(ids) - start) // self.meta.prefill_chunk)
         first = sampler.pick(pre.logits, ids)
         ctx = GenerationContext(self.target, sampler, stats, ids, pre, first)
+        committed = len(ids)
         if sink.emit([first], pre.logits):
             stats.ttft_s = time.perf_counter() - t0
-            if trace:
+            if request.trace:
                 stats.start_trace()
-            self.generator.generate(ctx, sink)
+            committed = self.generator.generate(ctx, sink)
         else:
             stats.ttft_s = time.perf_counter() - t0
+        self.target.held.hold(sink.history[:committed])
         stats.total_s = time.perf_counter() - t0
         stats.generated_tokens = len(sink.new)
         stats.memory = self.memory()

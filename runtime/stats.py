@@ -37,6 +37,7 @@ def peak_rss_bytes() -> int:
 @dataclass
 class GenerationStats:
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, left in the KV by the last request (reused)
     generated_tokens: int = 0
     prefill_calls: int = 0
     decode_calls: int = 0

@@ -187,6 +187,31 @@ def gemma_style_tokenizer() -> bytes:
 # Gemma 3's instruct chat template (its tokenizer_config.json's, as the Hub has it): roles
 # alternate (raise_exception otherwise), the system message prefixes the first user turn,
 # the assistant is "model".
+# ChatML (Qwen2.5's kind), with tools through tojson and a namespace.
+CHATML = """{%- set ns = namespace(system=false) -%}
+{%- for m in messages -%}{%- if m['role'] == 'system' -%}{%- set ns.system = true -%}
+{%- endif -%}{%- endfor -%}
+{%- if not ns.system -%}<|im_start|>system
+You are a helpful assistant.<|im_end|>
+{% endif -%}
+{%- if tools -%}{{ tools | tojson }}{%- endif -%}
+{%- for m in messages -%}<|im_start|>{{ m['role'] }}
+{{ m['content'] }}<|im_end|>
+{% endfor -%}
+{%- if add_generation_prompt -%}<|im_start|>assistant
+{% endif -%}"""
+# Llama 3's kind: loop controls, a {% generation %} block, the eos token by name.
+LLAMA3 = """{{ bos_token }}{% for m in messages %}
+{% if m['role'] == 'skip' %}{% continue %}{% endif %}
+{% if m['role'] == 'assistant' %}{% generation %}<|start_header_id|>assistant<|end_header_id|>
+
+{{ m['content'] | trim }}<|eot_id|>{% endgeneration %}{% else %}
+<|start_header_id|>{{ m['role'] }}<|end_header_id|>
+
+{{ m['content'] | trim }}<|eot_id|>{% endif %}{% endfor %}
+{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>
+
+{% endif %}{{ '' if add_generation_prompt else eos_token }}"""
 GEMMA_CHAT_TEMPLATE = """{{ bos_token }}
 {%- if messages[0]['role'] == 'system' -%}
     {%- if messages[0]['content'] is string -%}
@@ -228,6 +253,43 @@ GEMMA_CHAT_TEMPLATE = """{{ bos_token }}
     {{'<start_of_turn>model\n'}}
 {%- endif -%}
 """
+
+# The three families' kinds of template, by the family whose template each follows.
+CHAT_FAMILIES = {"gemma3": GEMMA_CHAT_TEMPLATE, "qwen2": CHATML, "llama3": LLAMA3}
+CHAT_SPECIAL = {"bos_token": "<bos>", "eos_token": "<eos>"}
+
+
+def transformers_render(template: str, conversations: list, generation_prompt: bool) -> list[str]:  # type: ignore[type-arg]
+    """What transformers' ``apply_chat_template`` renders (the test reference)."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    want, _ = render_jinja_template(
+        conversations=conversations, chat_template=template,
+        add_generation_prompt=generation_prompt, **CHAT_SPECIAL,
+    )  # fmt: skip
+    return list(want)
+
+
+def chat_conversations(n: int, seed: int) -> list[list[dict[str, str]]]:
+    """``n`` conversations for rendering checks: with or without a system turn, one to five
+    user turns (answered but the last), text with markup-like, quoted, non-ASCII and
+    padded content."""
+    import random
+
+    rng = random.Random(seed)
+    words = ["hello", "  padded  ", '"quoted"', "{{ not code }}", "{% raw %}", "<bos>",
+             "été", "日本語", "😀", "line\nbreak", "tab\there", "a'b", "\\", "x" * 30]  # fmt: skip
+    out = []
+    for _ in range(n):
+        turns = []
+        if rng.random() < 0.4:
+            turns.append({"role": "system", "content": " ".join(rng.choices(words, k=4))})
+        for t in range(rng.randint(1, 5)):
+            if t:
+                turns.append({"role": "assistant", "content": " ".join(rng.choices(words, k=3))})
+            turns.append({"role": "user", "content": " ".join(rng.choices(words, k=5))})
+        out.append(turns)
+    return out
 
 
 def write_chat_template(folder: Path, template: str = GEMMA_CHAT_TEMPLATE) -> None:

@@ -65,8 +65,13 @@ def chat(**kw: Any) -> None:
                     f"the conversation ({len(ids)} tokens) fills the context of "
                     f"{runner.meta.max_context}; /reset starts a new one"
                 )
+            # The turns before are in the KV cache already: only the new turn is prefilled.
             result = runner.generate(
-                ids, min(kw["max_new_tokens"], room - 1), sampling, callback=_stream
+                ids,
+                min(kw["max_new_tokens"], room - 1),
+                sampling,
+                callback=_stream,
+                reuse_prefix=True,
             )
         except GenerationError as e:  # this turn only: the conversation goes on
             click.echo(f"error: {e}", err=True)

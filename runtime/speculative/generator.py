@@ -65,6 +65,7 @@ class SpeculativeTokenGenerator:
         self.policy = policy
         self.kv_strategy = kv_strategy
         self.verifier = verifier or Verifier()
+        self.needs_hidden = draft.hidden_spec is not None
         check_kv_strategy(target, kv_strategy)  # now, not at the first generate
 
     def check(self, sampler: Sampler) -> None:
@@ -88,12 +89,11 @@ class SpeculativeTokenGenerator:
             "policy_report": self.policy.report(),
         }
 
-    def generate(self, ctx: GenerationContext, sink: TokenSink) -> None:
+    def generate(self, ctx: GenerationContext, sink: TokenSink) -> int:
         stats, draft, policy = ctx.stats, self.draft, self.policy
-        needs_hidden = draft.hidden_spec is not None
         with stats.stage("draft"):
             stats.draft_calls += draft.prefill(
-                ctx.prompt, ctx.first_token, ctx.prefill.hidden if needs_hidden else None
+                ctx.prompt, ctx.first_token, ctx.prefill.hidden if self.needs_hidden else None
             )
         kv = SpecKVCacheManager(ctx.target, self.kv_strategy, len(ctx.prompt))
         widest = self.target.verify_width
@@ -115,9 +115,10 @@ class SpeculativeTokenGenerator:
             else:
                 outcome = self._speculate(ctx, sink, kv, root, choice, offer, height)
             if outcome is None:
-                return
+                break
             root, step = outcome
             policy.observe(choice, step)
+        return kv.committed
 
     def _decode(
         self, ctx: GenerationContext, sink: TokenSink, kv: SpecKVCacheManager, root: int
@@ -140,12 +141,14 @@ class SpeculativeTokenGenerator:
         stats.record_decode()
         token = ctx.sampler.pick(logits, sink.history)
         kv.commit([0])
+        rows = None
+        if self.needs_hidden:
+            rows = hidden[:1]
+            ctx.target.held.keep_hidden(position, rows, self.target.max_context)
         if not sink.emit([token], logits):
             return None
         t3 = time.perf_counter()
-        stats.draft_calls += draft.accept(
-            Acceptance(position, [root], [0], token, hidden[:1] if draft.hidden_spec else None)
-        )
+        stats.draft_calls += draft.accept(Acceptance(position, [root], [0], token, rows))
         seconds = time.perf_counter()
         stats.stage_s["draft"] += seconds - t3
         seconds -= t0
@@ -164,7 +167,6 @@ class SpeculativeTokenGenerator:
         """A step that verifies a proposal: the offer's first ``choice.lookup`` tokens, or
         the model's ``choice.shape``."""
         stats, sampler, draft = ctx.stats, ctx.sampler, self.draft
-        needs_hidden = draft.hidden_spec is not None
         vocab = self.target.vocab_size
         t0 = time.perf_counter()
         shape = choice.shape
@@ -196,6 +198,10 @@ class SpeculativeTokenGenerator:
             )
         with stats.stage("commit"):
             stats.commit_calls += kv.commit(verdict.nodes)
+        rows = None
+        if self.needs_hidden:
+            rows = _rows(hidden, verdict.nodes)
+            ctx.target.held.keep_hidden(position, rows, self.target.max_context)
         label = LOOKUP_LABEL if choice.lookup else shape.name
         stats.record_verify(tree.size, verdict.accepted, tree.max_depth, label)
         nodes = verdict.nodes
@@ -212,7 +218,7 @@ class SpeculativeTokenGenerator:
                     tokens=path_tokens,
                     nodes=verdict.nodes,
                     next_token=verdict.next_token,
-                    hidden=_rows(hidden, nodes) if needs_hidden else None,
+                    hidden=rows,
                 )
             )
         stats.draft_calls += calls

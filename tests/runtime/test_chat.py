@@ -9,7 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from tiny import GEMMA_CHAT_TEMPLATE, write_chat_template
+from tiny import (
+    CHAT_FAMILIES,
+    CHATML,
+    GEMMA_CHAT_TEMPLATE,
+    LLAMA3,
+    chat_conversations,
+    transformers_render,
+    write_chat_template,
+)
 
 from etspec.errors import CheckpointError
 from etspec.models.checkpoint import read_chat_template
@@ -17,31 +25,6 @@ from etspec.runtime.chat import ChatTemplate, check_messages
 from etspec.runtime.results import GenerationError
 from etspec.runtime.runner import TextLLMRunner
 
-# ChatML (Qwen2.5's kind), with tools through tojson and a namespace.
-CHATML = """{%- set ns = namespace(system=false) -%}
-{%- for m in messages -%}{%- if m['role'] == 'system' -%}{%- set ns.system = true -%}
-{%- endif -%}{%- endfor -%}
-{%- if not ns.system -%}<|im_start|>system
-You are a helpful assistant.<|im_end|>
-{% endif -%}
-{%- if tools -%}{{ tools | tojson }}{%- endif -%}
-{%- for m in messages -%}<|im_start|>{{ m['role'] }}
-{{ m['content'] }}<|im_end|>
-{% endfor -%}
-{%- if add_generation_prompt -%}<|im_start|>assistant
-{% endif -%}"""
-# Llama 3's kind: loop controls, a {% generation %} block, the eos token by name.
-LLAMA3 = """{{ bos_token }}{% for m in messages %}
-{% if m['role'] == 'skip' %}{% continue %}{% endif %}
-{% if m['role'] == 'assistant' %}{% generation %}<|start_header_id|>assistant<|end_header_id|>
-
-{{ m['content'] | trim }}<|eot_id|>{% endgeneration %}{% else %}
-<|start_header_id|>{{ m['role'] }}<|end_header_id|>
-
-{{ m['content'] | trim }}<|eot_id|>{% endif %}{% endfor %}
-{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>
-
-{% endif %}{{ '' if add_generation_prompt else eos_token }}"""
 CONVERSATIONS = [
     [{"role": "user", "content": "Translate to French: good morning"}],
     [
@@ -68,6 +51,15 @@ def test_rendering_is_transformers(template: str, messages, generation_prompt: b
     )  # fmt: skip
     got = ChatTemplate(template, SPECIAL).render(messages, add_generation_prompt=generation_prompt)
     assert got == want[0]
+
+
+@pytest.mark.parametrize("family", CHAT_FAMILIES)
+def test_twenty_conversations_render_as_transformers(family: str) -> None:
+    template, conversations = CHAT_FAMILIES[family], chat_conversations(20, seed=7)
+    for generation_prompt in (True, False):
+        want = transformers_render(template, conversations, generation_prompt)
+        chat = ChatTemplate(template, SPECIAL)
+        assert [chat.render(c, generation_prompt) for c in conversations] == want
 
 
 @pytest.mark.parametrize(

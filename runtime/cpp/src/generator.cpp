@@ -4,7 +4,7 @@
 
 namespace etspec {
 
-void TextTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
+int64_t TextTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
   const auto& meta = ctx.target.meta;
   const MaskLayout layout{meta.max_context, meta.cache_size, meta.sliding_window};
   int64_t token = ctx.first_token, position = ctx.prompt.size();
@@ -24,6 +24,7 @@ void TextTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
     token = ctx.sampler.pick(out[0].data.data(), meta.vocab_size, position);
     if (!sink.emit({token})) break;
   }
+  return position;
 }
 
 }  // namespace etspec

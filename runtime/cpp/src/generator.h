@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "prefill.h"
+#include "prefix_cache.h"
 #include "program.h"
 #include "sampler.h"
 #include "sink.h"
@@ -23,15 +24,19 @@ struct GenerationContext {
   Sampler& sampler;
   Stats& stats;
   const std::vector<int64_t>& prompt;
-  const PrefillResult& prefill;
+  const PrefillResult& prefill;  // hidden: of the whole prompt, when needs_hidden()
   int64_t first_token;
+  PrefixCache& held;  // the target's KV record: a generator keeps hidden rows it commits
 };
 
 class TokenGenerator {
  public:
   virtual ~TokenGenerator() = default;
-  // Produces the tokens after the first until the sink says stop.
-  virtual void generate(GenerationContext& ctx, Sink& sink) = 0;
+  // Produces the tokens after the first until the sink says stop; returns how many
+  // positions the target's committed KV then holds.
+  virtual int64_t generate(GenerationContext& ctx, Sink& sink) = 0;
+  // Whether it reads the target's hidden states (the runner keeps them with the KV).
+  virtual bool needs_hidden() const { return false; }
   // Called at the start of every request, before the prefill.
   virtual void reset() {}
   // Bytes this generator adds beyond the target (draft weights and KV).
@@ -40,7 +45,7 @@ class TokenGenerator {
 
 class TextTokenGenerator : public TokenGenerator {
  public:
-  void generate(GenerationContext& ctx, Sink& sink) override;
+  int64_t generate(GenerationContext& ctx, Sink& sink) override;
 };
 
 }  // namespace etspec

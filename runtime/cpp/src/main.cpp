@@ -169,9 +169,11 @@ std::string result_json(const etspec::Result& result);
 
 // --serve: one JSON request per stdin line, one JSON line back per request, all on one
 // load (and one --tree auto dispatcher, which keeps learning across requests, as a Python
-// runner does). A request: {"prompt": TEXT} or {"prompt_ids": [...]}, and optionally
+// runner does). A request: {"prompt": TEXT}, {"prompt_ids": [...]} or {"messages": [...]}
+// (rendered by the target's chat template), and optionally
 // max_new_tokens, temperature, top_k, top_p, seed, ignore_eos (the command line's values
-// otherwise). A request the runner refuses answers {"error": "..."}; serving goes on.
+// otherwise), reuse_prefix (prefill only what follows what the KV cache holds of it). A
+// request the runner refuses answers {"error": "..."}; serving goes on.
 // One line of stdin, at most `limit` bytes kept: a longer line is consumed to its end (never
 // held whole: stdin may be /dev/zero) and flagged. False at the end of input.
 bool read_request_line(std::istream& in, std::string& line, size_t limit, bool& too_long) {
@@ -223,6 +225,7 @@ bool holds(const nlohmann::json& value, const std::string& kind) {
   if (kind == "number") return value.is_number();
   if (kind == "flag") return value.is_boolean();
   if (kind == "seed") return value.is_null() || value.is_number_unsigned();
+  if (kind == "messages") return value.is_array();  // each message: ChatTemplate::render
   throw std::logic_error("unknown request kind " + kind);
 }
 
@@ -253,9 +256,10 @@ void check_request(const nlohmann::json& request) {
           "serve_field_kind", {{"field", field}, {"kind", wording}, {"value", quote(value)}}));
     }
   }
-  if (request.contains(contract::kServePrompt) == request.contains(contract::kServePromptIds)) {
-    throw etspec::Error(etspec::message("serve_one_prompt", {}));
-  }
+  const int prompts = request.contains(contract::kServePrompt) +
+                      request.contains(contract::kServePromptIds) +
+                      request.contains(contract::kServeMessages);
+  if (prompts != 1) throw etspec::Error(etspec::message("serve_one_prompt", {}));
 }
 
 int serve_requests(etspec::Runner& runner, const etspec::GenerationConfig& defaults) {
@@ -292,6 +296,7 @@ int serve_requests(etspec::Runner& runner, const etspec::GenerationConfig& defau
       config.sampler = nullptr;  // each request its own stream (seeded: reproducible)
       config.max_new_tokens = request.value(contract::kServeMaxNewTokens, config.max_new_tokens);
       config.ignore_eos = request.value(contract::kServeIgnoreEos, config.ignore_eos);
+      config.reuse_prefix = request.value(contract::kServeReusePrefix, false);
       auto& s = config.sampling;
       s.temperature = request.value(contract::kServeTemperature, s.temperature);
       s.top_k = request.value(contract::kServeTopK, s.top_k);
@@ -303,6 +308,8 @@ int serve_requests(etspec::Runner& runner, const etspec::GenerationConfig& defau
       const etspec::Prompt prompt =
           request.contains(contract::kServePrompt)
               ? etspec::Prompt(request[contract::kServePrompt].get<std::string>())
+          : request.contains(contract::kServeMessages)
+              ? etspec::Prompt(runner.chat_ids(as_json(request[contract::kServeMessages])))
               : etspec::Prompt(request.at(contract::kServePromptIds).get<std::vector<int64_t>>());
       answer = result_json(runner.generate(prompt, config));
     } catch (const std::exception& e) {

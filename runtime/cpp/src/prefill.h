@@ -15,7 +15,9 @@ struct PrefillResult {
   int64_t calls = 0;
 };
 
-PrefillResult prefill_target(TargetProgram& target, const std::vector<int64_t>& prompt);
+// Writes prompt[start..] at positions start..: slots [0, start) already hold the rest.
+PrefillResult prefill_target(TargetProgram& target, const std::vector<int64_t>& prompt,
+                             int64_t start = 0);
 
 // An attending target method: `inputs` (the mask last), then the band when the target has
 // sliding layers (MaskLayout::band). `inputs` own the tensors the values point at.

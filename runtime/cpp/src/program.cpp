@@ -128,8 +128,16 @@ DraftProgram::DraftProgram(const std::string& path, bool weight_cache)
 }
 
 std::optional<std::string> TargetProgram::tokenizer_json() {
-  if (!has_method(contract::kTOKENIZER_JSON)) return std::nullopt;
-  const auto values = constant(contract::kTOKENIZER_JSON);
+  return stored_text(contract::kTOKENIZER_JSON);
+}
+
+std::optional<std::string> TargetProgram::chat_template() {
+  return stored_text(contract::kCHAT_TEMPLATE);
+}
+
+std::optional<std::string> TargetProgram::stored_text(const char* name) {
+  if (!has_method(name)) return std::nullopt;
+  const auto values = constant(name);
   if (values.empty() || !values[0].isTensor()) return std::nullopt;
   const auto& t = values[0].toTensor();
   const auto* p = static_cast<const char*>(t.const_data_ptr());

@@ -59,6 +59,10 @@ class TargetProgram : public Program {
   explicit TargetProgram(const std::string& path, bool weight_cache = true);
   // The HF tokenizer.json export embedded (contract::kTOKENIZER_JSON); nullopt if none.
   std::optional<std::string> tokenizer_json();
+  // The checkpoint's chat template as stored (contract CHAT_TEMPLATE JSON), if any.
+  std::optional<std::string> chat_template();
+  // A constant method's bytes as text (nullopt: the artifact has no such constant).
+  std::optional<std::string> stored_text(const char* name);
   const TargetMetadata meta;
 };
 

@@ -95,6 +95,9 @@ Runner::Runner(std::unique_ptr<TargetProgram> target, std::unique_ptr<DraftProgr
   } else {
     tokenizer_error_ = message("no_tokenizer", {});
   }
+  if (auto stored = target_->chat_template()) {
+    chat_template_ = std::make_unique<ChatTemplate>(*stored);
+  }
   // Zeroed once: a request overwrites what it attends before reading it and masks the rest,
   // so stale (finite) entries of an earlier request are harmless, while zeroing the whole
   // cache per request cost what --max-seq allows (Gemma 3 270M at 8192: 302 MB, ~70 ms).
@@ -106,6 +109,7 @@ Runner::~Runner() = default;
 void Runner::reset() {
   std::lock_guard<std::mutex> lock(busy_);
   target_->run(contract::kTARGET_RESET, {});
+  held_.forget();
   generator_->reset();
 }
 
@@ -113,6 +117,12 @@ std::vector<int64_t> Runner::encode(const Prompt& prompt) const {
   if (!prompt.text) return prompt.ids;
   if (!tokenizer_) throw Error(tokenizer_error_);
   return tokenizer_->encode(*prompt.text);
+}
+
+std::vector<int64_t> Runner::chat_ids(const std::string& messages) const {
+  if (!chat_template_) throw Error(message("no_chat_template", {}));
+  if (!tokenizer_) throw Error(tokenizer_error_);
+  return tokenizer_->encode(chat_template_->render(messages), false);  // it writes <bos>
 }
 
 std::string Runner::decode(const std::vector<int64_t>& ids) const {
@@ -187,18 +197,31 @@ Result Runner::generate_ids(const std::vector<int64_t>& prompt, const Generation
   const auto t0 = std::chrono::steady_clock::now();
   generator_->reset();
   PrefillResult pre;
+  const bool needs_hidden = generator_->needs_hidden();
+  const int64_t start = config.reuse_prefix ? held_.reusable(prompt, needs_hidden) : 0;
+  held_.truncate(start);
   {
     StageTimer timer(stats, contract::kStagePrefill);
-    pre = prefill_target(*target_, prompt);
+    pre = prefill_target(*target_, prompt, start);
+    if (needs_hidden) {  // the draft reads the whole prompt's states: the kept rows, then these
+      const int64_t cols = pre.hidden.cols();
+      held_.keep_hidden(start, pre.hidden.data.data(), n - start, cols, limit);
+      pre.hidden.data.assign(held_.hidden(), held_.hidden() + n * cols);
+      pre.hidden.sizes = {n, cols};
+    }
   }
+  stats.cached_tokens = start;
   stats.prefill_calls += pre.calls;
   const int64_t first = sampler.pick(pre.logits.data(), meta.vocab_size, n);
   const bool more = sink.emit({first});
   stats.ttft_s = seconds_since(t0);
+  int64_t committed = n;
   if (more) {
-    GenerationContext ctx{*target_, sampler, stats, prompt, pre, first};
-    generator_->generate(ctx, sink);
+    GenerationContext ctx{*target_, sampler, stats, prompt, pre, first, held_};
+    committed = generator_->generate(ctx, sink);
   }
+  const auto& history = sink.history();  // the prompt, then what was emitted
+  held_.hold({history.begin(), history.begin() + std::min<int64_t>(committed, history.size())});
   stats.total_s = seconds_since(t0);
   stats.generated_tokens = sink.tokens.size();
   stats.memory[contract::kTargetWeightsBytes] = target_->weights_bytes();

@@ -26,7 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "chat.h"
 #include "generator.h"
+#include "prefix_cache.h"
 #include "speculative/registry.h"
 #include "speculative/settings.h"
 #include "tokenizer.h"
@@ -54,6 +56,9 @@ struct GenerationConfig {
   bool ignore_eos = false;
   // Draw from this random stream (kept across calls) instead of a new one from `sampling`.
   Sampler* sampler = nullptr;
+  // Prefill only what follows the prompt's common prefix with the tokens the KV cache
+  // holds from the last request (a conversation's turns before); false: from position 0.
+  bool reuse_prefix = false;
 };
 
 // Text (encoded with the target's tokenizer) or token ids.
@@ -98,6 +103,10 @@ class Runner {
   void reset();
 
   std::vector<int64_t> encode(const Prompt& prompt) const;
+  // The prompt ids of `messages` rendered by the target's chat template up to the
+  // assistant's turn (runtime/chat.py's chat_ids); Error without a template or tokenizer.
+  std::vector<int64_t> chat_ids(const std::string& messages_json) const;
+  const ChatTemplate* chat_template() const { return chat_template_.get(); }
   std::string decode(const std::vector<int64_t>& ids) const;
   // The tokenizer, or null when the target has none or one this runtime cannot read (then
   // text prompts are refused with the reason, and ids still work).
@@ -112,8 +121,10 @@ class Runner {
   std::unique_ptr<TargetProgram> target_;
   std::unique_ptr<DraftProgram> draft_;
   std::unique_ptr<TokenGenerator> generator_;  // after the programs it refers to
+  PrefixCache held_;  // what the target's KV holds between requests
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string tokenizer_error_;
+  std::unique_ptr<ChatTemplate> chat_template_;  // null: none stored (a base model)
   std::atomic<bool> stop_{false};
   std::mutex busy_;
 };

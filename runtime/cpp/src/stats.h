@@ -13,7 +13,8 @@
 namespace etspec {
 
 struct Stats {
-  int64_t prompt_tokens = 0, generated_tokens = 0, prefill_calls = 0, decode_calls = 0,
+  // cached_tokens: leading prompt tokens whose KV the last request left (not prefilled).
+  int64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0, prefill_calls = 0, decode_calls = 0,
           verify_calls = 0, draft_calls = 0, commit_calls = 0, drafted_tokens = 0,
           accepted_tokens = 0;
   std::vector<int64_t> accept_pos, proposed_pos;

@@ -91,7 +91,7 @@ Tokenizer::Tokenizer(const std::string& text) {
   }
 }
 
-std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
+std::vector<int64_t> Tokenizer::encode(const std::string& text, bool special) const {
   check_prompt_utf8(text);
   // tokenizers' extract_and_normalize: added tokens matched in the raw text, the rest
   // normalized and searched again for normalized added tokens, then pre-tokenized.
@@ -104,7 +104,8 @@ std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
       added_->split(normalizer_ ? normalizer_->normalize(p.text) : p.text, true, pieces);
     }
   }
-  std::vector<int64_t> ids = prefix_ids_;
+  std::vector<int64_t> ids;
+  if (special) ids = prefix_ids_;
   std::vector<std::string> words;
   for (const auto& p : pieces) {
     if (p.id >= 0) {
@@ -119,7 +120,7 @@ std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
     }
     for (const auto& w : words) model_->tokenize(w, ids);
   }
-  ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
+  if (special) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
   return ids;
 }
 

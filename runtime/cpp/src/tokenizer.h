@@ -34,9 +34,10 @@ class Tokenizer {
   ~Tokenizer();
   Tokenizer(Tokenizer&&) noexcept;
 
-  // The ids of `text` with the special tokens the file's post-processor adds (e.g. <bos>).
-  // Throws Error (prompt_not_utf8) for text that is not valid UTF-8.
-  std::vector<int64_t> encode(const std::string& text) const;
+  // The ids of `text` with the special tokens the file's post-processor adds (e.g. <bos>),
+  // or without them (`special` false: a rendered chat template wrote its own). Throws
+  // Error (prompt_not_utf8) for text that is not valid UTF-8.
+  std::vector<int64_t> encode(const std::string& text, bool special = true) const;
   // The text of `ids`, special tokens skipped; invalid UTF-8 becomes U+FFFD.
   std::string decode(const std::vector<int64_t>& ids) const;
   // Whether `id` may be part of a byte-fallback run (a <0xXX> piece, or a special token,

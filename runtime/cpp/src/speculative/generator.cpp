@@ -35,7 +35,7 @@ SpeculativeTokenGenerator::SpeculativeTokenGenerator(
   }
 }
 
-void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
+int64_t SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
   Stats& stats = ctx.stats;
   const auto& meta = ctx.target.meta;
   {
@@ -63,9 +63,10 @@ void SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) {
     std::optional<StepOutcome> step =
         choice.decodes() ? decode(ctx, sink, kv, root)
                          : speculate(ctx, sink, kv, root, choice, offer ? &*offer : nullptr, height);
-    if (!step) return;
+    if (!step) break;
     policy.observe(choice, *step);
   }
+  return kv.committed();
 }
 
 std::optional<StepOutcome> SpeculativeTokenGenerator::decode(GenerationContext& ctx, Sink& sink,
@@ -89,14 +90,17 @@ std::optional<StepOutcome> SpeculativeTokenGenerator::decode(GenerationContext& 
   stats.record_decode();
   const int64_t token = ctx.sampler.pick(out[0].row(0), meta.vocab_size, position + 1);
   kv.commit(ctx.target, {0});
-  if (!sink.emit({token})) return std::nullopt;
   Acceptance acceptance;
+  if (draft_->needs_hidden()) {
+    acceptance.hidden.assign(out[1].row(0), out[1].row(0) + out[1].cols());
+    ctx.held.keep_hidden(position, acceptance.hidden.data(), 1, out[1].cols(), meta.max_context);
+  }
+  if (!sink.emit({token})) return std::nullopt;
   acceptance.position = position;
   acceptance.tokens = {root};
   acceptance.next_token = token;
   {
     StageTimer timer(stats, contract::kStageDraft);
-    if (draft_->needs_hidden()) acceptance.hidden.assign(out[1].row(0), out[1].row(0) + out[1].cols());
     stats.draft_calls += draft_->accept(acceptance);
   }
   root = token;
@@ -162,6 +166,14 @@ std::optional<StepOutcome> SpeculativeTokenGenerator::speculate(GenerationContex
   acceptance.position = position;
   acceptance.next_token = verdict.next_token;
   for (int64_t i = 0; i < n; ++i) acceptance.tokens.push_back(tree.tokens[verdict.nodes[i]]);
+  if (draft_->needs_hidden()) {
+    const int64_t th = out[1].cols();
+    acceptance.hidden.resize(n * th);
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy_n(out[1].row(verdict.nodes[i]), th, &acceptance.hidden[i * th]);
+    }
+    ctx.held.keep_hidden(position, acceptance.hidden.data(), n, th, meta.max_context);
+  }
   std::vector<int64_t> emitted(acceptance.tokens.begin() + 1, acceptance.tokens.end());
   emitted.push_back(verdict.next_token);
   if (!sink.emit(emitted)) return std::nullopt;
@@ -169,13 +181,6 @@ std::optional<StepOutcome> SpeculativeTokenGenerator::speculate(GenerationContex
   int64_t calls = 0;
   {
     StageTimer timer(stats, contract::kStageDraft);
-    if (draft_->needs_hidden()) {
-      const int64_t th = out[1].cols();
-      acceptance.hidden.resize(n * th);
-      for (int64_t i = 0; i < n; ++i) {
-        std::copy_n(out[1].row(verdict.nodes[i]), th, &acceptance.hidden[i * th]);
-      }
-    }
     calls = draft_->accept(acceptance);
     stats.draft_calls += calls;
   }

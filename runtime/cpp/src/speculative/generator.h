@@ -20,7 +20,8 @@ class SpeculativeTokenGenerator : public TokenGenerator {
   SpeculativeTokenGenerator(std::unique_ptr<SpeculativeDraftRunner> draft,
                             const TargetMetadata& target, std::unique_ptr<TreePolicy> policy,
                             std::string kv_strategy = contract::kDefaultKvStrategy);
-  void generate(GenerationContext& ctx, Sink& sink) override;
+  int64_t generate(GenerationContext& ctx, Sink& sink) override;
+  bool needs_hidden() const override { return draft_->needs_hidden(); }
   void reset() override { draft_->reset(); }
   const TreePolicy& policy() const { return *policy_; }
   void memory(std::map<std::string, int64_t>& out) const override { draft_->memory(out); }
