@@ -206,3 +206,36 @@ def test_fifty_malformed_requests_each_get_a_4xx_json_error(chat_server) -> None
         model="m", messages=CHAT[0], max_tokens=4, temperature=0
     )
     assert ok.choices[0].message.content is not None
+
+
+GEMMA = Path(__file__).resolve().parents[3] / ".etspec-cache" / "gemma-3-270m" / "exports"
+
+
+@pytest.mark.real
+def test_gemma3_270m_with_its_draft_serves_the_python_runners_text(runner_bin: Path) -> None:
+    """The real pair (scripts/bench_gemma_draft.sh exports it): greedy completions, streamed
+    and whole, are the Python runner's text, and a conversation's next turn is reused."""
+    target, draft = GEMMA / "target-default.pte", GEMMA / "draft-shipped.pte"
+    if not (target.is_file() and draft.is_file()):
+        pytest.skip(f"no {target} and {draft}: run scripts/bench_gemma_draft.sh")
+    _, runner = load_runners(RunnerSpec(target, draft))
+    assert runner is not None
+    served = Served(runner_bin, target, draft)
+    try:
+        prompts = ["Translate to French: The weather is lovely today.\nFrench:",
+                   "Q: Why is the sky blue?\nA:"]  # fmt: skip
+        for prompt in prompts:
+            want = runner.generate(prompt, 48, SamplingConfig(), ignore_eos=True)
+            kw = dict(model="m", prompt=prompt, max_tokens=48, temperature=0,
+                      extra_body={"ignore_eos": True})  # fmt: skip
+            got = served.client.completions.create(**kw)
+            assert got.model_extra["etspec"]["completion_ids"] == want.token_ids
+            stream = served.client.completions.create(**kw, stream=True)
+            assert "".join(c.choices[0].text for c in stream if c.choices) == want.text
+        turn = served.client.completions.create(
+            model="m", prompt=prompts[-1] + got.choices[0].text + "\nQ: And at sunset?\nA:",
+            max_tokens=16, temperature=0,
+        )  # fmt: skip
+        assert turn.usage.prompt_tokens_details.cached_tokens >= len(want.prompt_ids)
+    finally:
+        served.close()
