@@ -208,7 +208,31 @@ def test_fifty_malformed_requests_each_get_a_4xx_json_error(chat_server) -> None
     assert ok.choices[0].message.content is not None
 
 
-GEMMA = Path(__file__).resolve().parents[3] / ".etspec-cache" / "gemma-3-270m" / "exports"
+CACHE = Path(__file__).resolve().parents[3] / ".etspec-cache"
+GEMMA = CACHE / "gemma-3-270m" / "exports"
+
+
+def test_the_bundled_pair_serves_the_python_runners_text(runner_bin: Path) -> None:
+    """The bundled pair as the main job exports it (skipped before it has run): greedy and
+    seeded completions, whole and streamed, are the Python runner's."""
+    target, draft = CACHE / "target.pte", CACHE / "draft.pte"
+    if not (target.is_file() and draft.is_file()):
+        pytest.skip(f"no {target}: bash scripts/main_job.sh exports the bundled pair there")
+    _, runner = load_runners(RunnerSpec(target, draft))
+    assert runner is not None
+    served = Served(runner_bin, target, draft)
+    try:
+        for prompt in ("def fib(n):", "def is_palindrome(text: str) -> bool:\n"):
+            for temperature, seed in ((0.0, None), (0.8, 11)):
+                want = runner.generate(prompt, 40, SamplingConfig(temperature, seed=seed))
+                kw = dict(model="m", prompt=prompt, max_tokens=40, temperature=temperature,
+                          seed=seed)  # fmt: skip
+                got = served.client.completions.create(**kw)
+                assert got.model_extra["etspec"]["completion_ids"] == want.token_ids
+                stream = served.client.completions.create(**kw, stream=True)
+                assert "".join(c.choices[0].text for c in stream if c.choices) == want.text
+    finally:
+        served.close()
 
 
 @pytest.mark.real
