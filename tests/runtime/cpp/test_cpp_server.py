@@ -263,3 +263,13 @@ def test_gemma3_270m_with_its_draft_serves_the_python_runners_text(runner_bin: P
         assert turn.usage.prompt_tokens_details.cached_tokens >= len(want.prompt_ids)
     finally:
         served.close()
+
+
+def test_serve_without_a_server_binary_says_how_to_get_one(tmp_path: Path) -> None:
+    target = tmp_path / "t.pte"
+    target.write_bytes(b"x")
+    cmd = [sys.executable, "-m", "etspec", "serve", "--target", str(target),
+           "--server-bin", str(tmp_path / "missing")]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert out.stderr.strip() == f"error: --server-bin {tmp_path / 'missing'}: no such executable"
