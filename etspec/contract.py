@@ -227,8 +227,7 @@ MESSAGES = {
     "field; got {value}",
     "serve_unknown_field": "unknown request field '{field}'; the fields are {fields}",
     "serve_field_kind": "request field '{field}' must be {kind}, got {value}",
-    "serve_one_prompt": "a request needs exactly one of the fields prompt, prompt_ids and "
-    "messages",
+    "serve_one_prompt": "a request needs exactly one of the fields prompt, prompt_ids and messages",
     "auto_no_candidates": "--tree auto has no candidate shape for this artifact",
     # Request checks (runtime/runner.py, the C++ Runner::generate), before any state changes.
     "empty_prompt": "empty prompt: give at least one token",
