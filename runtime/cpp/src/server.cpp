@@ -194,7 +194,8 @@ int main(int argc, char** argv) {
   if (target.empty()) usage("--target is required");
   if (port < 0 || port > 65535 || server.queue < 0) usage("--port 0-65535, --queue >= 0");
   try {
-    server.runner = etspec::Runner::load(target, draft);
+    const etspec::LoadOptions options;  // the defaults: the draft and lookup combined, auto
+    server.runner = etspec::Runner::load(target, draft, options);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
