@@ -5,6 +5,7 @@ then emulation): `pytest -m slow`; skipped without the cross compiler and qemu."
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -82,3 +83,29 @@ def test_the_bundled_pair_on_arm64(arm_bin, runner_bin) -> None:  # type: ignore
     for mode, kv in MODES:
         args = ("--draft", str(draft), "--tree", mode, "--kv", kv)
         assert _run(arm_bin, target, *args) == want, (mode, kv)
+
+
+@pytest.mark.real
+def test_gemma3_270m_on_arm64_speculates_target_only_s_tokens(arm_bin) -> None:  # type: ignore[no-untyped-def]
+    """The default Gemma 3 270M export and the shipped draft (scripts/bench_gemma_draft.sh
+    exports both), drafting every step (EAGLE-3 chain3): 3 prompts, 32 tokens each."""
+    exports = ROOT / ".etspec-cache/gemma-3-270m/exports"
+    target, draft = exports / "target-default.pte", exports / "draft-shipped.pte"
+    if not (target.is_file() and draft.is_file()):
+        pytest.skip("no Gemma 3 270M exports: run scripts/bench_gemma_draft.sh")
+    prompts = ["Translate to French: The weather is lovely today.\nFrench:",
+               "Q: Why is the sky blue?\nA:", "Write a haiku about autumn leaves."]  # fmt: skip
+    lines = "".join(
+        json.dumps({"prompt": p, "max_new_tokens": 32, "ignore_eos": True}) + "\n" for p in prompts
+    )
+
+    def serve(*args: str) -> list[list[int]]:
+        cmd = ["bash", str(ROOT / "runtime/cpp/qemu.sh"), str(arm_bin), "--target", str(target),
+               *args, "--serve"]  # fmt: skip
+        out = subprocess.run(cmd, input=lines, capture_output=True, text=True, timeout=1800)
+        assert out.returncode == 0, out.stderr
+        return [json.loads(line)["token_ids"] for line in out.stdout.splitlines()]
+
+    speculative = serve("--draft", str(draft), "--draft-method", "eagle3", "--tree", "chain",
+                        "--num-spec-tokens", "3")  # fmt: skip
+    assert speculative == serve()
