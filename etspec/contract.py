@@ -207,6 +207,16 @@ MESSAGES = {
     "`etspec export target DIR --assistant ASSISTANT_DIR`",
     # Text in and out (runtime/tokenizer.py, the C++ Tokenizer).
     "tokenizer_unreadable": "the artifact's tokenizer cannot be read ({reason})",
+    # Chat templates (runtime/chat.py, the C++ chat.cpp).
+    "chat_template_unreadable": "the artifact's chat template cannot be read ({reason})",
+    "chat_template_not_text": "the artifact's chat template is not text",
+    "chat_template_syntax": "the chat template does not parse ({reason})",
+    "chat_template_refused": "the chat template refused these messages: {reason}",
+    "messages_not_list": 'messages must be a non-empty list of objects, each with a "role" '
+    'and a "content"',
+    "message_no_role": 'message {index} must be an object with a "role" (a string)',
+    "message_bad_content": 'message {index}: "content" must be text (or a list of parts), '
+    "got {kind}",
     "no_chat_template": "this target artifact carries no chat template (its checkpoint has "
     "none: a base model); pass a plain prompt, or export an instruct checkpoint",
     "no_tokenizer": "this target artifact carries no tokenizer; pass token ids instead "

@@ -41,9 +41,9 @@ class ChatTemplate:
             entry = json.loads(data.decode("utf-8"))
             template = entry["template"]
         except (UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
-            raise GenerationError(f"the artifact's chat template cannot be read ({e})") from None
+            raise GenerationError(message("chat_template_unreadable", reason=e)) from None
         if not isinstance(template, str):
-            raise GenerationError("the artifact's chat template is not text")
+            raise GenerationError(message("chat_template_not_text"))
         special = {k: entry[k] for k in SPECIAL_NAMES if isinstance(entry.get(k), str)}
         return cls(template, special)
 
@@ -55,7 +55,7 @@ class ChatTemplate:
         try:
             return _environment().from_string(self.template)
         except jinja2.TemplateError as e:
-            raise GenerationError(f"the chat template does not parse ({e})") from None
+            raise GenerationError(message("chat_template_syntax", reason=e)) from None
 
     def render(self, messages: Any, add_generation_prompt: bool = True) -> str:
         """``messages`` (a list of ``{"role": ..., "content": ...}``) as the model's text;
@@ -74,7 +74,7 @@ class ChatTemplate:
                 )
             )
         except jinja2.TemplateError as e:  # raise_exception(...) in the template, or misuse
-            raise GenerationError(f"the chat template refused these messages: {e}") from None
+            raise GenerationError(message("chat_template_refused", reason=e)) from None
 
 
 def chat_ids(
@@ -94,18 +94,15 @@ def check_messages(messages: Any) -> list[dict[str, Any]]:
     """``messages`` as plain JSON data (what the sandboxed template may see), or a one-line
     error naming what is wrong."""
     if isinstance(messages, str | bytes) or not isinstance(messages, Sequence) or not messages:
-        raise GenerationError(
-            'messages must be a non-empty list of {"role": ..., "content": ...} objects'
-        )
+        raise GenerationError(message("messages_not_list"))
     out = []
     for i, m in enumerate(messages):
         if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
-            raise GenerationError(f'message {i} must be an object with a "role" (a string)')
+            raise GenerationError(message("message_no_role", index=i))
         content = m.get("content")
         if content is not None and not isinstance(content, str | list):
             raise GenerationError(
-                f'message {i}: "content" must be text (or a list of parts), got '
-                f"{type(content).__name__}"
+                message("message_bad_content", index=i, kind=type(content).__name__)
             )
         out.append(_plain(m))
     return out

@@ -106,7 +106,8 @@ int etspec_generate(etspec_runner* runner, const etspec_prompt* prompt,
     const int given = (prompt->text != nullptr) + (prompt->ids != nullptr) +
                       (prompt->messages_json != nullptr);
     if (given != 1) {
-      throw etspec::Error("etspec_generate: give exactly one of text, ids and messages_json");
+      throw etspec::Error("etspec_generate: " + etspec::message("one_prompt",
+                          {{"choices", "text, ids and messages_json"}}));
     }
     const auto o = read_options(options, etspec_generate_options_init);
     etspec::GenerationConfig config;

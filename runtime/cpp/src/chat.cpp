@@ -36,10 +36,10 @@ ChatTemplate::ChatTemplate(const std::string& stored) {
   try {
     entry = json::parse(stored);
   } catch (const json::exception& e) {
-    throw Error(std::string("the artifact's chat template cannot be read (") + e.what() + ")");
+    throw Error(message("chat_template_unreadable", {{"reason", e.what()}}));
   }
   if (!entry.is_object() || !entry.contains("template") || !entry["template"].is_string()) {
-    throw Error("the artifact's chat template is not text");
+    throw Error(message("chat_template_not_text", {}));
   }
   for (const char* name : kSpecialNames) {
     if (entry.contains(name) && entry[name].is_string()) special_[name] = entry[name];
@@ -49,7 +49,7 @@ ChatTemplate::ChatTemplate(const std::string& stored) {
                                  {/* trim_blocks */ true, /* lstrip_blocks */ true,
                                   /* keep_trailing_newline */ false});
   } catch (const std::exception& e) {
-    throw Error("the chat template does not parse (" + first_line(e) + ")");
+    throw Error(message("chat_template_syntax", {{"reason", first_line(e)}}));
   }
 }
 
@@ -83,7 +83,7 @@ std::string ChatTemplate::render(const std::string& text, bool add_generation_pr
   try {
     return root_->render(context);
   } catch (const std::exception& e) {  // raise_exception(...) in the template, or misuse
-    throw Error("the chat template refused these messages: " + first_line(e));
+    throw Error(message("chat_template_refused", {{"reason", first_line(e)}}));
   }
 }
 
@@ -91,18 +91,18 @@ namespace {
 
 void check_messages(const json& messages) {
   if (!messages.is_array() || messages.empty()) {
-    throw Error("messages must be a non-empty list of {\"role\": ..., \"content\": ...} objects");
+    throw Error(message("messages_not_list", {}));
   }
   for (size_t i = 0; i < messages.size(); ++i) {
     const json& m = messages[i];
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-      throw Error("message " + std::to_string(i) + " must be an object with a \"role\" (a string)");
+      throw Error(message("message_no_role", {{"index", std::to_string(i)}}));
     }
     if (m.contains("content")) {
       const json& c = m["content"];
       if (!c.is_null() && !c.is_string() && !c.is_array()) {
-        throw Error("message " + std::to_string(i) +
-                    ": \"content\" must be text (or a list of parts), got " + c.type_name());
+        throw Error(message("message_bad_content",
+                            {{"index", std::to_string(i)}, {"kind", c.type_name()}}));
       }
     }
   }

@@ -41,7 +41,7 @@ typedef struct etspec_load_options {
   const char* draft_method;   /* NULL: the default ("combined" with a draft) */
   const char* tree;           /* NULL: "auto"; or "chain", "static", "dynamic" */
   int64_t num_spec_tokens;    /* chain length; <= 0: the default */
-  const char* kv_strategy;    /* NULL: "position-overwrite"; or "scratch-commit" */
+  const char* kv_strategy;    /* NULL: position-overwrite (the default); or scratch-commit */
 } etspec_load_options;
 void etspec_load_options_init(etspec_load_options* options);
 
@@ -74,7 +74,7 @@ typedef struct etspec_prompt {
 } etspec_prompt;
 
 /* Each emission: its ids and the text they complete (UTF-8, never a split character; may
- * be ""). Return 0 to stop generating (the result's stop reason is "callback"). */
+ * be empty). Return 0 to stop generating (the result's stop reason is then callback). */
 typedef int (*etspec_token_callback)(const int64_t* ids, size_t n_ids, const char* text,
                                      void* user_data);
 
@@ -101,7 +101,7 @@ typedef struct etspec_stats {
 /* The generated ids (*ids valid until the result is freed) and their count. */
 size_t etspec_result_ids(const etspec_result* result, const int64_t** ids);
 const char* etspec_result_text(const etspec_result* result);
-/* "eos", "max_new_tokens", "callback" or "stop". */
+/* Why it stopped: eos, max_new_tokens, callback or stop (the contract's stop reasons). */
 const char* etspec_result_stop_reason(const etspec_result* result);
 void etspec_result_stats(const etspec_result* result, etspec_stats* stats);
 void etspec_result_free(etspec_result* result);

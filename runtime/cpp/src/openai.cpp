@@ -12,6 +12,13 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
+// The stats fields' names as strings, from the contract's list (OpenAI's usage shares two).
+#define ETSPEC_FIELD_NAME(name, kind) [[maybe_unused]] constexpr const char* k_##name = #name;
+namespace field {
+ETSPEC_STATS_FIELDS(ETSPEC_FIELD_NAME)
+}
+#undef ETSPEC_FIELD_NAME
+
 ApiError bad(const std::string& message) { return ApiError{400, message}; }
 
 std::string quoted(const std::string& name) { return "\"" + name + "\""; }
@@ -31,7 +38,7 @@ int64_t count(const json& value, const std::string& field, int64_t least) {
   const bool integer = value.is_number_integer() || value.is_number_unsigned();
   if (!integer || (value.is_number_integer() && value.get<int64_t>() < least) ||
       (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(INT64_MAX))) {
-    throw bad(quoted(field) + " must be an integer >= " + std::to_string(least));
+    throw bad(quoted(field) + " takes a whole number of at least " + std::to_string(least));
   }
   return value.get<int64_t>();
 }
@@ -176,23 +183,17 @@ std::string finish_reason(const Result& result, bool stopped) {
 
 std::string usage_json(const Result& result) {
   const Stats& s = result.stats;
-  return json({{"prompt_tokens", s.prompt_tokens},
+  return json({{field::k_prompt_tokens, s.prompt_tokens},
                {"completion_tokens", s.generated_tokens},
                {"total_tokens", s.prompt_tokens + s.generated_tokens},
-               {"prompt_tokens_details", {{"cached_tokens", s.cached_tokens}}}})
+               {"prompt_tokens_details", {{field::k_cached_tokens, s.cached_tokens}}}})
       .dump();
 }
 
 std::string stats_json(const Result& result) {
-  const Stats& s = result.stats;
+  // The ids, and every stat as `etspec_runner --json` writes them (contract STATS_FIELDS).
   return json({{"completion_ids", result.token_ids},
-               {"acceptance_rate", s.acceptance_rate()},
-               {"tokens_per_verify", s.tpc()},
-               {"verify_calls", s.verify_calls},
-               {"decode_calls", s.decode_calls},
-               {"drafter_steps", s.shape_steps},
-               {"ttft_s", s.ttft_s},
-               {"tokens_per_s", s.tokens_per_s()}})
+               {"stats", json::parse(result.stats.to_json())}})
       .dump();
 }
 

@@ -241,5 +241,5 @@ def test_serve_refuses_every_malformed_request_and_keeps_serving(  # type: ignor
     )
     assert by_line[b'{"prompt": "a", "seed": -1}'].startswith("request field 'seed' must be")
     assert by_line[b'{"prompt": "a", "prompt_ids": [1]}'] == (
-        "a request needs exactly one of the fields prompt and prompt_ids"
+        "a request needs exactly one of the fields prompt, prompt_ids and messages"
     )
