@@ -80,6 +80,22 @@ def read_artifact(path: str | Path) -> tuple[Path, bytes]:
     return snap.path, bytes(snap.data)
 
 
+def _check_head(p: Path, head: bytes, size: int) -> int | None:
+    """Refuse what the first bytes and the size already rule out; returns the program size
+    the header declares (None when it declares none)."""
+    ident = head[_FLATBUFFER_ID]
+    if len(head) < _MIN_SIZE or not (ident[:2] == b"ET" and ident[2:].isdigit()):
+        raise ArtifactError(message("bad_header", path=p))
+    declared = _declared_size(head)
+    if declared is not None and size != declared and size < declared + TRAILER_SIZE:
+        raise ArtifactError(
+            message("truncated", path=p, size=size, expected=declared + TRAILER_SIZE)
+        )
+    if size < _MIN_SIZE + TRAILER_SIZE:
+        raise ArtifactError(message("no_trailer", path=p, expected=FORMAT_VERSION))
+    return declared
+
+
 class Snapshot:
     """The checked bytes of an artifact, held where no other process can change them.
 
@@ -106,6 +122,10 @@ class Snapshot:
             raise ArtifactError(f"{p}: not a file")
         fd = None
         try:
+            # The header first: a file that is no artifact (a multi-GB image, a sparse file)
+            # is refused before any of it is copied.
+            with p.open("rb") as f:
+                _check_head(p, f.read(_MIN_SIZE), os.fstat(f.fileno()).st_size)
             if private and hasattr(os, "memfd_create"):
                 fd = os.memfd_create(f"etspec:{p.name}", os.MFD_CLOEXEC)
                 with p.open("rb") as src, open(fd, "wb", closefd=False) as dst:
@@ -128,17 +148,7 @@ class Snapshot:
 
     def _check(self) -> None:
         p, data = self.path, self.data
-        size, head = len(data), bytes(data[:_MIN_SIZE])
-        ident = head[_FLATBUFFER_ID]
-        if len(head) < _MIN_SIZE or not (ident[:2] == b"ET" and ident[2:].isdigit()):
-            raise ArtifactError(message("bad_header", path=p))
-        declared = _declared_size(head)
-        if declared is not None and size != declared and size < declared + TRAILER_SIZE:
-            raise ArtifactError(
-                message("truncated", path=p, size=size, expected=declared + TRAILER_SIZE)
-            )
-        if size < _MIN_SIZE + TRAILER_SIZE:
-            raise ArtifactError(message("no_trailer", path=p, expected=FORMAT_VERSION))
+        declared = _check_head(p, bytes(data[:_MIN_SIZE]), len(data))
         _check_trailer(p, data, declared)
 
     def source(self) -> Any:

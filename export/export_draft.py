@@ -18,6 +18,7 @@ from etspec.models.build import (
     draft_program,
     target_embedding,
 )
+from etspec.progress import Progress
 
 __all__ = ["DraftExportOptions", "build_draft", "export_draft"]
 
@@ -37,16 +38,19 @@ def export_draft(
     out = check_output(output, force, inputs=(draft_checkpoint, target_pte, target_checkpoint))
     target = open_artifact(target_pte, expect="target").metadata
     assert isinstance(target, TargetMetadata)
-    build = draft_program(draft_checkpoint, target, opts, target_embedding(target_checkpoint))
-    meta = build.meta
-    assert isinstance(meta, DraftMetadata)
-    lower_to_file(
-        build.methods,
-        {**meta.constant_methods(), **build.constants},
-        opts.backend,
-        desc=f"export draft -> {out.name}",
-        path=out,
-        quantized=build.quantized,
-        replace=force,
-    )
+    with Progress(f"export draft -> {out.name}") as progress:
+        progress.stage(f"read {Path(draft_checkpoint).name}")
+        embedding = target_embedding(target_checkpoint)
+        build = draft_program(draft_checkpoint, target, opts, embedding, progress.stage)
+        meta = build.meta
+        assert isinstance(meta, DraftMetadata)
+        lower_to_file(
+            build.methods,
+            {**meta.constant_methods(), **build.constants},
+            opts.backend,
+            progress,
+            path=out,
+            quantized=build.quantized,
+            replace=force,
+        )
     return meta

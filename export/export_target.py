@@ -22,6 +22,7 @@ from etspec.models.build import (
     tied_embedding,
 )
 from etspec.models.gguf import checkpoint_folder
+from etspec.progress import Progress
 
 __all__ = [
     "TargetExportOptions",
@@ -47,22 +48,24 @@ def export_target(
     check_options(opts.backend, opts.dtype)
     opts.check()
     out = check_output(output, force, inputs=(checkpoint, opts.assistant))
-    with checkpoint_folder(checkpoint) as folder:
-        build = target_program(folder, opts)
-    meta = build.meta
-    assert isinstance(meta, TargetMetadata)
-    constants = meta.constant_methods()
-    for name in (TOKENIZER_JSON, CHAT_TEMPLATE):  # the text the runtimes read
-        if name in build.constants:
-            constants[name] = as_uint8(build.constants[name])
-    lower_to_file(
-        build.methods,
-        constants,
-        opts.backend,
-        desc=f"export target -> {out.name}",
-        path=out,
-        keep_out=build.keep_out,
-        quantized=build.quantized,
-        replace=force,
-    )
+    with Progress(f"export target -> {out.name}") as progress:
+        progress.stage(f"read {Path(checkpoint).name}")
+        with checkpoint_folder(checkpoint) as folder:
+            build = target_program(folder, opts, progress.stage)
+        meta = build.meta
+        assert isinstance(meta, TargetMetadata)
+        constants = meta.constant_methods()
+        for name in (TOKENIZER_JSON, CHAT_TEMPLATE):  # the text the runtimes read
+            if name in build.constants:
+                constants[name] = as_uint8(build.constants[name])
+        lower_to_file(
+            build.methods,
+            constants,
+            opts.backend,
+            progress,
+            path=out,
+            keep_out=build.keep_out,
+            quantized=build.quantized,
+            replace=force,
+        )
     return meta

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import torch
-from tqdm import tqdm
 
 from etspec import logs
 from etspec.artifact import seal, trailer
@@ -22,6 +21,7 @@ from etspec.export.backends import backend as backend_entry
 from etspec.export.backends import check_options
 from etspec.files import write_atomically
 from etspec.models.methods import Methods
+from etspec.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,13 @@ def lower(
     own stale copy of the cache. ``share_cache=False`` exists only so tests can prove they
     detect that failure.
     """
-    with logs.quiet(), _one_copy_of_each_blob(), _weights_shared_with_delegates(backend):
-        program = _lower(methods, constant_methods, backend, desc, share_cache, keep_out)
+    with (
+        logs.quiet(),
+        _one_copy_of_each_blob(),
+        _weights_shared_with_delegates(backend),
+        Progress(desc) as progress,
+    ):
+        program = _lower(methods, constant_methods, backend, progress, share_cache, keep_out)
         return seal(program.buffer)
 
 
@@ -73,7 +78,7 @@ def lower_to_file(
     methods: Methods,
     constant_methods: dict[str, Any],
     backend: str,
-    desc: str,
+    progress: Progress,
     path: Path,
     keep_out: frozenset[str] = frozenset(),
     quantized: bool = False,
@@ -82,11 +87,13 @@ def lower_to_file(
     """``lower`` streamed into ``path`` (atomically): the serialized program is written
     piece by piece and hashed on the way, never joined into one buffer (that and the
     sealed copy were two more copies of every weight at export's peak). ``replace=False``:
-    refused if ``path`` appeared meanwhile (``write_atomically``)."""
+    refused if ``path`` appeared meanwhile (``write_atomically``). Each stage is reported
+    on ``progress``."""
     model = next(iter(methods.values()))[0]
     check_space(path, weights_lower_bound(model, quantized))
     with logs.quiet(), _one_copy_of_each_blob(), _weights_shared_with_delegates(backend):
-        program = _lower(methods, constant_methods, backend, desc, True, keep_out, quantized)
+        program = _lower(methods, constant_methods, backend, progress, True, keep_out, quantized)
+        progress.stage(f"write {path.name}")
         try:
             write_atomically(path, functools.partial(_write_sealed, program), replace)
         except OSError as e:  # the folder filled up or went away while lowering
@@ -216,7 +223,7 @@ def _lower(
     methods: Methods,
     constant_methods: dict[str, Any],
     backend: str,
-    desc: str,
+    progress: Progress,
     share_cache: bool,
     keep_out: frozenset[str] = frozenset(),
     quantized: bool = False,
@@ -231,27 +238,24 @@ def _lower(
     make_partitioners = backend_entry(backend).partitioner
     partitioner = make_partitioners(keep_out) if make_partitioners else []
     exported = {}
-    # disable=None: a bar on a terminal only, not in logs and pipes.
-    bar_args: dict[str, Any] = {"unit": "step", "leave": False, "disable": None}
-    with torch.no_grad(), tqdm(total=len(methods) + 2, desc=desc, **bar_args) as bar:
+    progress.expect(len(methods) + 3)
+    with torch.no_grad():
         for name, (module, example, dynamic) in methods.items():
-            bar.set_postfix_str(f"export {name}")
+            progress.stage(f"export {name}")
             exported[name] = torch.export.export(
                 module, example, dynamic_shapes=dynamic, strict=False
             )
-            bar.update()
-        bar.set_postfix_str(f"lower to {backend}")
+        progress.stage(f"lower to {backend}")
         edge = to_edge_transform_and_lower(
             exported,
             partitioner=partitioner,
             compile_config=EdgeCompileConfig(_check_ir_validity=False),
             constant_methods=constant_methods,
         )
-        bar.update()
         if quantized:
             for name in edge.methods:
                 _explicit_dequantize_dtype(edge.exported_program(name).graph_module)
-        bar.set_postfix_str("serialize")
+        progress.stage("emit the program")
         del exported  # the edge programs hold what is still needed
         program = edge.to_executorch(
             ExecutorchBackendConfig(
@@ -269,7 +273,6 @@ def _lower(
                 do_quant_fusion_and_const_prop=quantized,
             )
         )
-        bar.update()
         return program
 
 

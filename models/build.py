@@ -6,12 +6,15 @@ reference differ only in the program that executes them.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from etspec import logs
 from etspec.artifact import draft_target_ids, sha256_hex
 from etspec.contract import (
     CHAT_TEMPLATE,
@@ -238,6 +241,7 @@ def check_tokenizer(model: TargetModel, tokenizer: bytes | None) -> None:
             f"the checkpoint's tokenizer.json cannot be read ({e}); fix it, or remove it to "
             "export an artifact that takes token ids only"
         ) from None
+    _check_long_runs(tok)
     vocab = model.cfg.vocab_size
     if top >= vocab:
         raise ExportError(
@@ -253,6 +257,37 @@ def check_tokenizer(model: TargetModel, tokenizer: bytes | None) -> None:
             f"prompt, which {model.cfg.model_type} needs; add a TemplateProcessing "
             "post-processor for it (a GGUF converted by `etspec convert gguf` has one)"
         )
+
+
+# Long runs of one character, alone and followed by another (where a nested repetition
+# backtracks), and a repeated word: a split expression that backtracks catastrophically
+# encodes "Hello, world!" and then panics (onig's retry limit) or stalls on a user's prompt,
+# so the export encodes these first.
+LONG_RUNS = (*(c * 4096 + end for c in "a 1\n!\u00e9" for end in ("", "\u00b6")), "ab " * 1366)
+LONG_RUN_SECONDS = 10.0
+
+
+def _check_long_runs(tok: Any) -> None:
+    for text in LONG_RUNS:
+        began = time.perf_counter()
+        try:
+            with logs.quiet(native=True):  # a Rust panic prints its backtrace on fd 2
+                tok.encode(text)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # a panic is a BaseException (pyo3's PanicException)
+            raise ExportError(
+                "the checkpoint's tokenizer.json fails on a long run of one character "
+                f"({str(e).splitlines()[0] if str(e) else type(e).__name__}): its split "
+                "expression backtracks; use the model's original tokenizer.json"
+            ) from None
+        spent = time.perf_counter() - began
+        if spent > LONG_RUN_SECONDS:
+            raise ExportError(
+                f"the checkpoint's tokenizer.json took {spent:.0f} s to encode a long run of "
+                "one character: its split expression backtracks; use the model's "
+                "original tokenizer.json"
+            )
 
 
 # A tied fp32 table larger than this is stored once (its lm_head outside the delegate); a
@@ -278,9 +313,14 @@ def tied_embedding(model: TargetModel, opts: TargetExportOptions) -> frozenset[s
     return frozenset({"model.embed_tokens.weight", "model.lm_head.weight"})
 
 
-def target_program(checkpoint: str | Path, opts: TargetExportOptions) -> ProgramBuild:
+def target_program(
+    checkpoint: str | Path,
+    opts: TargetExportOptions,
+    stage: Callable[[str], None] = lambda name: None,
+) -> ProgramBuild:
     """Everything a target program of ``checkpoint`` (an HF folder) holds under ``opts``:
-    the model (quantized by ``opts.dtype``), its methods, metadata and tokenizer."""
+    the model (quantized by ``opts.dtype``), its methods, metadata and tokenizer. ``stage``
+    hears each long step begin (an export's progress)."""
     config = read_config(checkpoint)
     check_target_config(config, checkpoint_dir(checkpoint) / "config.json")
     opts = opts.resolved(config, opts.max_seq or default_context(config))
@@ -289,6 +329,7 @@ def target_program(checkpoint: str | Path, opts: TargetExportOptions) -> Program
     check_tokenizer(model, tokenizer)
     assistant = build_assistant(model, opts)
     meta = target_metadata(model, opts, tokenizer)
+    stage(f"quantize ({opts.dtype})")
     quantize(model, opts.dtype)
     if assistant is not None:
         quantize(assistant, opts.dtype)
@@ -340,9 +381,11 @@ def draft_program(
     target: TargetMetadata,
     opts: DraftExportOptions,
     embedding: torch.Tensor | None = None,
+    stage: Callable[[str], None] = lambda name: None,
 ) -> ProgramBuild:
     """Everything an EAGLE-3 draft program for ``target`` holds under ``opts``; refuses a
-    draft whose expectations the target does not meet."""
+    draft whose expectations the target does not meet. ``stage`` hears each long step
+    begin."""
     model = build_draft(draft_checkpoint, target, opts, embedding)
     meta = model.metadata(
         target, step_width=opts.step_width, dtype=opts.dtype, backend=opts.backend
@@ -357,6 +400,7 @@ def draft_program(
             f"{draft_checkpoint}: d2t maps draft ids outside the target's {target.vocab_size}-"
             "token vocabulary; this draft was trained for another target"
         ) from None
+    stage(f"quantize ({opts.dtype})")
     quantize(model, opts.dtype, keep=model.FULL_PRECISION)
     methods = draft_methods(model, target.prefill_chunk, target.verify_widths, opts.step_width)
     return ProgramBuild(model, meta, methods, {DRAFT_D2T: model.d2t.clone()})

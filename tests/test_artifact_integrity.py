@@ -131,3 +131,21 @@ def test_portable_sha256_matches_hashlib(runner_bin: Path, tmp_path: Path) -> No
         f.write_bytes(data)
         out = subprocess.run([str(tool), str(f)], capture_output=True, text=True, check=True)
         assert out.stdout.split()[0] == hashlib.sha256(data).hexdigest(), size
+
+
+def test_a_huge_file_that_is_no_artifact_is_refused_before_any_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 2 GB sparse file (no ExecuTorch header): refused from its first bytes; the snapshot
+    copy (memfd or whole read) never starts."""
+    big = tmp_path / "disk.img"
+    with big.open("wb") as f:
+        f.truncate(2 << 30)
+
+    def no_copy(*args: object) -> None:
+        raise AssertionError("the file was copied before its header was checked")
+
+    monkeypatch.setattr("etspec.artifact.shutil.copyfileobj", no_copy)
+    monkeypatch.setattr(Path, "read_bytes", no_copy)
+    with pytest.raises(ArtifactError, match=r"not an ExecuTorch \.pte file"):
+        open_artifact(big)

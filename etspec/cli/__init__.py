@@ -1,7 +1,7 @@
 """The ``etspec`` command line, one module per family of commands, each over library
 functions: export/convert/inspect (``export.py``), generate/validate (``generate.py``),
 quality (``quality.py``), bench/plot (``bench.py``), chat (``chat.py``), serve
-(``serve.py``).
+(``serve.py``), fetch (``fetch.py``).
 
 User-caused errors (``EtspecError``) print one line and exit 1, never a traceback.
 """
@@ -9,6 +9,7 @@ User-caused errors (``EtspecError``) print one line and exit 1, never a tracebac
 from etspec.cli import bench as _bench
 from etspec.cli import chat as _chat
 from etspec.cli import export as _export
+from etspec.cli import fetch as _fetch
 from etspec.cli import generate as _generate
 from etspec.cli import quality as _quality
 from etspec.cli import serve as _serve
@@ -16,4 +17,4 @@ from etspec.cli.app import main
 
 bench = _bench.bench
 __all__ = ["bench", "main"]
-del _chat, _export, _generate, _quality, _serve
+del _chat, _export, _fetch, _generate, _quality, _serve

@@ -4,6 +4,7 @@ own lines only, errors stay one line, and --verbose shows what libraries logged.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -24,8 +25,10 @@ def _etspec(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_export_prints_no_warnings(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """torch.export's UserWarnings, torchao's and torch's import warnings: none by default."""
+def test_export_prints_its_stages_and_no_warnings(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """torch.export's UserWarnings, torchao's and torch's import warnings: none by default.
+    Off a terminal (here a pipe) stderr is a line at each stage's end, then the per-stage
+    times: the profile of the run."""
     case = artifacts.target("llama_small_vocab")
     ckpt = tmp_path / "ckpt"
     shutil.copytree(case.checkpoint, ckpt)
@@ -33,7 +36,23 @@ def test_export_prints_no_warnings(artifacts, tmp_path: Path) -> None:  # type: 
             "--prefill-chunk", "8", "--verify-width", "4"]  # fmt: skip
     res = _etspec(*args, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert res.stderr == ""
+    lines = res.stderr.splitlines()
+    assert all(line.startswith("export target -> t.pte: ") for line in lines), res.stderr
+    stages = [line.split("; ", 1)[1].rsplit(" [", 1)[0] for line in lines[:-1]]
+    assert lines[0].startswith("export target -> t.pte: read ckpt took ")
+    assert stages == [
+        f"quantize ({DEPLOYMENT_DTYPE})",
+        "export target_prefill",
+        "export target_decode",
+        "export target_verify",
+        "export target_commit",
+        "export target_reset",
+        "lower to xnnpack",
+        "emit the program",
+        "write t.pte",
+    ], res.stderr
+    done = r"export target -> t\.pte: done in 0:\d\d \(read ckpt \d+\.\d s, .*\)"
+    assert re.fullmatch(done, lines[-1]), lines[-1]
     assert res.stdout.startswith("wrote ") and len(res.stdout.splitlines()) == 1
     assert res.stdout.rstrip().endswith(f"xnnpack/{DEPLOYMENT_DTYPE})")  # the default recipe
     verbose = _etspec(*args, "--force", "--verbose", cwd=tmp_path)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from tiny import Eagle3Spec, make_eagle3_checkpoint, make_hf_target
+from tiny import Eagle3Spec, make_eagle3_checkpoint, make_hf_target, write_tokenizer
 
 from etspec.errors import EtspecError
 from etspec.models.build import (
@@ -474,6 +474,31 @@ def test_an_unreadable_tokenizer_is_not_sealed_into_an_artifact(originals, tmp_p
     assert proc.returncode == 1, proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("error: the checkpoint's tokenizer.json cannot be read"), line
+    assert not out.exists()
+
+
+def test_a_tokenizer_whose_split_backtracks_is_not_sealed(originals, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A split expression that backtracks catastrophically encodes "Hello, world!" and then
+    panics (onig's retry limit) on a long run of one character: refused at export in one
+    line, no Rust backtrace, nothing written."""
+
+    def backtracking(folder: Path) -> None:
+        vocab = json.loads((folder / "config.json").read_text())["vocab_size"]
+        tok = json.loads(write_tokenizer(folder, vocab))
+        tok["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": "(a|a)+$"},
+                                "behavior": "Isolated", "invert": False}  # fmt: skip
+        (folder / "tokenizer.json").write_text(json.dumps(tok))
+
+    folder = _damaged(originals["target"], backtracking, tmp_path)
+    out = tmp_path / "t.pte"
+    proc = _export("target", str(folder), "-o", str(out), "--backend", "portable",
+                   "--max-seq", "64", "--prefill-chunk", "8", "--verify-width", "8")  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(
+        "error: the checkpoint's tokenizer.json fails on a long run of one character (Onig: Regex "
+        "search error: retry-limit-in-match over): its split expression backtracks"
+    ), line
     assert not out.exists()
 
 
