@@ -189,17 +189,21 @@ def test_force_never_replaces_a_device_or_a_fifo(tmp_path: Path) -> None:
     assert fifo.exists() and not fifo.is_file()
 
 
-def test_output_that_cannot_be_written_is_one_line_and_exit_1(runner_bin: Path) -> None:
-    """Onto a full disk (or a closed pipe) the C++ runner exited 0 with the output lost."""
+def test_output_that_cannot_be_written_is_one_line_and_exit_1(runner_bin: Path, artifacts) -> None:  # type: ignore[no-untyped-def]
+    """Onto a full disk (or a closed pipe) the C++ runner exited 0 with the output lost; a
+    generation's stats line is not printed above the error."""
     import subprocess
 
     from etspec.contract import message
 
-    with open("/dev/full", "w") as full:
-        res = subprocess.run([str(runner_bin), "--help"], stdout=full, stderr=subprocess.PIPE,
-                             text=True, timeout=300)  # fmt: skip
-    assert res.returncode == 1, res.stderr
-    assert res.stderr.strip().splitlines() == [f"error: {message('stdout_failed')}"]
+    target = artifacts.small_draft().target.pte
+    generate = ["--target", str(target), "--prompt-ids", "3,1,4", "--max-new-tokens", "4"]
+    for args in (["--help"], generate):
+        with open("/dev/full", "w") as full:
+            res = subprocess.run([str(runner_bin), *args], stdout=full, stderr=subprocess.PIPE,
+                                 text=True, timeout=300)  # fmt: skip
+        assert res.returncode == 1, res.stderr
+        assert res.stderr.strip().splitlines() == [f"error: {message('stdout_failed')}"], args
 
 
 def test_python_output_that_cannot_be_written_is_one_line_and_exit_1() -> None:

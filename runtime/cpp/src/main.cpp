@@ -489,7 +489,10 @@ void report(const etspec::Result& result, bool json) {
   if (json) {
     std::cout << result_json(result) << "\n";
   } else {
-    std::cout << "\n";
+    // The text went out before its stats line: a stdout that refused it is the one error
+    // line, with no stats line above it.
+    std::cout << "\n" << std::flush;
+    if (!std::cout) throw etspec::Error(etspec::message("stdout_failed", {}));
     std::cerr << "[" << result.stats.generated_tokens << " tokens, " << result.stop_reason;
     if (result.stats.verify_calls) {
       std::cerr << ", TPC "
