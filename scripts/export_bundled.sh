@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Export the bundled pair (checkpoints/) to WORK/target.pte and WORK/draft.pte, unless WORK
-# already holds the export of these checkpoints by this code. Used by the main job and the
-# benchmark script; expects etspec installed.
+# already holds the export of these checkpoints by this code. Used by the benchmark
+# scripts and the arm64 and server tests; expects etspec installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=${1:-.etspec-cache}

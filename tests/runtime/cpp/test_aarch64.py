@@ -74,10 +74,10 @@ def test_arm64_text_through_the_built_in_tokenizer(arm_bin, runner_bin, artifact
 
 
 def test_the_bundled_pair_on_arm64(arm_bin, runner_bin) -> None:  # type: ignore[no-untyped-def]
-    """The bundled pair as the main job exports it (skipped before it has run)."""
+    """The bundled pair as scripts/export_bundled.sh exports it (skipped before it has run)."""
     target, draft = ROOT / ".etspec-cache/target.pte", ROOT / ".etspec-cache/draft.pte"
     if not (target.is_file() and draft.is_file()):
-        pytest.skip("no bundled pair: bash scripts/main_job.sh exports it")
+        pytest.skip("no bundled pair: bash scripts/export_bundled.sh exports it")
     want = _run(runner_bin, target, qemu=False)
     assert _run(arm_bin, target) == want
     for mode, kv in MODES:
@@ -87,12 +87,12 @@ def test_the_bundled_pair_on_arm64(arm_bin, runner_bin) -> None:  # type: ignore
 
 @pytest.mark.real
 def test_gemma3_270m_on_arm64_speculates_target_only_s_tokens(arm_bin) -> None:  # type: ignore[no-untyped-def]
-    """The default Gemma 3 270M export and the shipped draft (scripts/bench_gemma_draft.sh
-    exports both), drafting every step (EAGLE-3 chain3): 3 prompts, 32 tokens each."""
+    """The default Gemma 3 270M export and the shipped draft (scripts/main_job.sh exports
+    both), drafting every step (EAGLE-3 chain3): 3 prompts, 32 tokens each."""
     exports = ROOT / ".etspec-cache/gemma-3-270m/exports"
     target, draft = exports / "target-default.pte", exports / "draft-shipped.pte"
     if not (target.is_file() and draft.is_file()):
-        pytest.skip("no Gemma 3 270M exports: run scripts/bench_gemma_draft.sh")
+        pytest.skip("no Gemma 3 270M exports: bash scripts/main_job.sh")
     prompts = ["Translate to French: The weather is lovely today.\nFrench:",
                "Q: Why is the sky blue?\nA:", "Write a haiku about autumn leaves."]  # fmt: skip
     lines = "".join(

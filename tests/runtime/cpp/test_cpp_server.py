@@ -213,11 +213,11 @@ GEMMA = CACHE / "gemma-3-270m" / "exports"
 
 
 def test_the_bundled_pair_serves_the_python_runners_text(runner_bin: Path) -> None:
-    """The bundled pair as the main job exports it (skipped before it has run): greedy and
-    seeded completions, whole and streamed, are the Python runner's."""
+    """The bundled pair as scripts/export_bundled.sh exports it (skipped before it has run):
+    greedy and seeded completions, whole and streamed, are the Python runner's."""
     target, draft = CACHE / "target.pte", CACHE / "draft.pte"
     if not (target.is_file() and draft.is_file()):
-        pytest.skip(f"no {target}: bash scripts/main_job.sh exports the bundled pair there")
+        pytest.skip(f"no {target}: bash scripts/export_bundled.sh exports the bundled pair there")
     _, runner = load_runners(RunnerSpec(target, draft))
     assert runner is not None
     served = Served(runner_bin, target, draft)
