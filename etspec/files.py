@@ -4,6 +4,7 @@ at all (``write_atomically``)."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -65,6 +66,15 @@ def read_json(path: str | Path, what: str, limit: int = READ_MAX_BYTES) -> Any:
     except (json.JSONDecodeError, RecursionError, ValueError) as e:
         reason = "nested too deeply" if isinstance(e, RecursionError) else str(e)
         raise EtspecError(f"{path}: {what} is not JSON ({reason})") from None
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read in blocks (never whole)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def write_atomically(

@@ -25,9 +25,8 @@ class Progress:
     def __init__(self, desc: str, stream: IO[str] | None = None) -> None:
         self.desc = desc
         self.stream = stream if stream is not None else sys.stderr
-        self.lines = not _is_terminal(self.stream)
         self.bar: Any = None
-        if not self.lines:
+        if _is_terminal(self.stream):
             self.bar = tqdm(total=None, desc=desc, unit="step", leave=False, file=self.stream)
         self.start = time.perf_counter()
         self.times: list[tuple[str, float]] = []

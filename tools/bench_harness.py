@@ -477,18 +477,13 @@ def cpu() -> dict[str, Any]:
 def artifact_record(path: Path, kind: str) -> dict[str, Any]:
     """An artifact as a result names it: path, size, SHA-256 and the recipe its metadata
     records (what was exported: dtype, context, verify widths, ...)."""
-    import hashlib
-
     from etspec.artifact import open_artifact
+    from etspec.files import file_sha256
 
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
     return {
         "path": str(path),
         "bytes": path.stat().st_size,
-        "sha256": digest.hexdigest(),
+        "sha256": file_sha256(path),
         "recipe": open_artifact(path, kind).metadata.constant_methods(),
     }
 
