@@ -14,6 +14,7 @@ ROOTS = {
     "etspec.export": "export",
     "etspec.runtime": "runtime",
     "etspec.tools": "tools",
+    "etspec.training": "training",
 }
 
 

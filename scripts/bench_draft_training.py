@@ -21,10 +21,10 @@ from pathlib import Path
 
 import click
 import torch
-from train_draft import TOP_K, TTTObjective
-from train_state import autocast, bf16_matmuls, precision_option, use_bf16
 
 from etspec.models.eagle3 import Eagle3Config, Eagle3Draft
+from etspec.training.state import autocast, bf16_matmuls, precision_option, use_bf16
+from etspec.training.train_draft import TOP_K, TTTObjective
 
 GEMMA3_270M = {"hidden": 640, "intermediate": 2048, "heads": 4, "head_dim": 160, "vocab": 262144}
 WINDOW = 256

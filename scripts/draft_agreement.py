@@ -21,11 +21,11 @@ from pathlib import Path
 import click
 import numpy as np
 import torch
-from train_draft import FeatureStore, TTTObjective, evaluate_store
 
 from etspec.models.eagle3 import Eagle3Draft
 from etspec.models.families import load_target
 from etspec.models.quantize import quantize
+from etspec.training.train_draft import FeatureStore, TTTObjective, evaluate_store
 
 
 @click.command()

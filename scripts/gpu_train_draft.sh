@@ -38,8 +38,8 @@ prepare)
     python3 -m pip download --no-deps --only-binary=:all: -d build/wheel -q \
         "gguf==$(python3 -c 'import importlib.metadata as m; print(m.version("gguf"))')"
     cp build/wheel/*.whl "$dir/site/"
-    cp "$cache/draft-data/corpus_lengths.npy" "$dir/data/"
-    for f in corpus.npy openings.jsonl; do gzip -c "$cache/draft-data/$f" >"$dir/data/$f.gz"; done
+    cp "$cache/draft-train/data/corpus_lengths.npy" "$dir/data/"
+    for f in corpus.npy openings.jsonl; do gzip -c "$cache/draft-train/data/$f" >"$dir/data/$f.gz"; done
     gguf=$cache/gemma-3-270m-q4_k_m.gguf
     sha256sum "$gguf" | cut -d' ' -f1 >"$dir/site/gguf.sha256"
     for ((i = 0; ; i++)); do

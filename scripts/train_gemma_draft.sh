@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Train an EAGLE-3 draft for google/gemma-3-270m on this machine's CPU, from nothing, and
 # export it beside the default target export. Every stage resumes where it stopped: run the
-# same command again after an interruption. Needs `python scripts/get_gemma3_270m.py` first.
+# same command again after an interruption. Needs `etspec fetch gemma-3-270m` first
+# (the main job does it). The recipe is `etspec draft train`'s defaults with 100 feature shards.
 #
 #   bash scripts/train_gemma_draft.sh            # everything under .etspec-cache/gemma-3-270m/
 #   STEPS=600 bash scripts/train_gemma_draft.sh  # a shorter training run (default 4,000)
@@ -22,9 +23,9 @@
 # acceptance 0.49 on English, not 0.50) rather than computing features for data seen once, and
 # unrolls 3 steps (the chains a 2-core verify pays for are short).
 #
-# Stages (scripts/draft_data.py, scripts/train_draft.py): tokenize the machine's own text
+# Stages (etspec draft train; etspec/training/): tokenize the machine's own text
 # (manual pages, /usr/share/doc, the Python standard library), let the exported target
-# continue 1,000 prompts made from it and 620 English prose openings (scripts/prose_prompts.py,
+# continue 1,000 prompts made from it and 620 English prose openings (etspec.training.prose_prompts,
 # each twice; half greedy, half sampled: self-distillation), store
 # the target's tapped hidden states and top-20 next-token log-probabilities over every window
 # once, then train the draft over those features alone (the target is not run again).
@@ -32,31 +33,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 cache=${ETSPEC_GEMMA3_270M:-.etspec-cache/gemma-3-270m}
-hf=$cache/hf
 gguf=$cache/gemma-3-270m-q4_k_m.gguf
-data=$cache/draft-data
-draft=$cache/eagle3-draft
 target_pte=$cache/exports/target-default.pte
 if [ ! -f "$gguf" ]; then
-    echo "no Gemma 3 270M at $cache: python scripts/get_gemma3_270m.py" >&2
+    echo "no Gemma 3 270M at $cache: etspec fetch gemma-3-270m" >&2
     exit 1
 fi
-mkdir -p "$data" "$cache/exports"
-[ -f "$hf/config.json" ] || etspec convert "$gguf" -o "$hf"
+mkdir -p "$cache/exports"
 # The self-distilled continuations come from the artifact users run (the default recipe).
 [ -f "$target_pte" ] || etspec export target "$gguf" -o "$target_pte"
-cd scripts
-python3 draft_data.py corpus --target "../$hf" --out "../$data"
-python3 draft_data.py generate --target-pte "../$target_pte" --out "../$data" --count 1000
-python3 draft_data.py features --target "../$hf" --out "../$data" --shards "${FEATURE_SHARDS:-100}"
-# 8,192 draft tokens cover 95.4% of the target's own held-out output tokens (16,384: 97.9%,
-# 32,768: 98.8%). The draft's lm_head is most of its cost, in training and when drafting:
-# 8,192 rows train 1.84x the tokens per hour of 16,384 (scripts/bench_draft_training.py).
-python3 train_draft.py --target "../$hf" --features "../$data" --out "../$draft" \
-    --draft-vocab 8192 --ttt-steps "${TTT_STEPS:-3}" --batch 4 --steps "${STEPS:-4000}" --lr 1e-3 \
-    --warmup 100 --save-every 50 --resume
-cd ..
-# Int8 linears and lm_head, int4 embedding: the draft carries its own copy of the 262k-row
-# table, which fp32 would make 670 MB.
-[ -f "$cache/exports/draft-default.pte" ] || etspec export draft "$draft" --target "$target_pte" \
-    --target-checkpoint "$hf" --dtype 8da8w-e4 -o "$cache/exports/draft-default.pte"
+# 8,192 draft tokens (the default) cover 95.4% of the target's own held-out output tokens
+# (16,384: 97.9%, 32,768: 98.8%). The draft's lm_head is most of its cost, in training and
+# when drafting: 8,192 rows train 1.84x the tokens per hour of 16,384
+# (scripts/bench_draft_training.py). The draft is exported with the default recipe (int8
+# linears and lm_head, int4 embedding: it carries its own copy of the 262k-row table, which
+# fp32 would make 670 MB) to $cache/draft-train/draft.pte.
+etspec draft train --target "$gguf" --target-pte "$target_pte" --out "$cache/draft-train" \
+    --feature-shards "${FEATURE_SHARDS:-100}" ${TTT_STEPS:+--ttt-steps "$TTT_STEPS"} \
+    --steps "${STEPS:-4000}"

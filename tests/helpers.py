@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -333,3 +336,13 @@ def assert_one_line_error(result, *words: str, code: int = 1) -> None:  # type: 
     assert "Traceback" not in result.output
     for w in words:
         assert w in lines[0], lines[0]
+
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def run_script(name: str, *args: object) -> subprocess.CompletedProcess[str]:
+    """``python scripts/NAME.py ARGS`` in its own process, as a user runs a measurement
+    script (the tests import no module from scripts/)."""
+    cmd = [sys.executable, str(SCRIPTS / f"{name}.py"), *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True)

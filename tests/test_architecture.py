@@ -1,6 +1,7 @@
 """The house's rules, checked on the code: what a deployment runs imports no tooling and no
-model definitions, no two modules import each other (directly or around a circle), a new
-draft method is one file plus one registry line, and files stay a readable size."""
+model definitions, training is imported by the CLI alone, no two modules import each other
+(directly or around a circle), a new draft method is one file plus one registry line, and
+files stay a readable size."""
 
 from __future__ import annotations
 
@@ -214,6 +215,30 @@ def test_the_runtime_imports_no_model_definitions() -> None:
         if m.startswith("etspec.runtime") and m != REFERENCE_PROGRAM
     }
     assert {m: t for m, t in bad.items() if t} == {}
+
+
+def test_training_sits_on_top() -> None:
+    """``etspec.training`` (draft training, ``etspec draft train``) builds on the models, the
+    export and the runtime: nothing a deployment or an export runs (the runtime, the models,
+    the export, the package's core) imports it, and it imports no CLI."""
+    graph = _import_graph()
+    assert "etspec.training.pipeline" in graph and "etspec.training.train_draft" in graph
+    below = ("etspec.runtime", "etspec.models", "etspec.export")
+    above = {"etspec.cli", "etspec.tools", "etspec.training", "etspec.__main__"}
+    core = {m for m in graph if m.count(".") == 1} - above  # contract, artifact, errors, ...
+    into = {
+        m: sorted(t for t in targets if t.startswith("etspec.training"))
+        for m, targets in graph.items()
+        if m.startswith(below) or m in core
+    }
+    assert {m: t for m, t in into.items() if t} == {}
+    out = {
+        m: sorted(t for t in targets if t.startswith("etspec.cli"))
+        for m, targets in graph.items()
+        if m.startswith("etspec.training")
+    }
+    assert {m: t for m, t in out.items() if t} == {}
+    assert "etspec.training.pipeline" in graph["etspec.cli.draft"]
 
 
 def test_files_stay_readable() -> None:

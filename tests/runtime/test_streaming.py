@@ -6,7 +6,6 @@ and the decoder's cost is linear (the scripts/bench_stream.py benchmark, on a sh
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -113,14 +112,11 @@ def test_runner_streams_exactly_its_result_text(artifacts) -> None:  # type: ign
 def test_stream_benchmark_is_linear_and_exact(tmp_path: Path) -> None:
     """scripts/bench_stream.py on 2,048 tokens: the streamed text equals the one-shot decode
     and the JSON carries the figures docs/results.md quotes (the 8k run is the benchmark)."""
-    from click.testing import CliRunner
-
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from bench_stream import main
+    from helpers import run_script
 
     out = tmp_path / "stream.json"
-    res = CliRunner().invoke(main, ["--tokens", "2048", "--repeats", "1", "--json", str(out)])
-    assert res.exit_code == 0, res.output
+    res = run_script("bench_stream", "--tokens", 2048, "--repeats", 1, "--json", out)
+    assert res.returncode == 0, res.stdout + res.stderr
     report = json.loads(out.read_text())
     assert report["identical"] and report["tokens"] == 2048 and report["pushes"] == 2048
     assert report["stream_total_s"] > 0 and report["one_shot_decode_s"] > 0

@@ -265,7 +265,7 @@ def test_cli_bench_runs_side_by_side_and_writes_json(artifacts, tmp_path: Path) 
 
 
 def test_humaneval_syntax_truncates_at_top_level_definitions() -> None:
-    from humaneval_syntax import parses, truncate
+    from etspec.tools.humaneval_syntax import parses, truncate
 
     prompt = "def f(x):\n    "
     done = "return x + 1\n\n\ndef g(:\n    pass\n"
@@ -920,7 +920,7 @@ def _draw(path: Path, accept_pos: list[float], tps: float) -> Path:
 
 
 def test_results_table_gives_the_mean_acceptance_of_sampled_draws(tmp_path: Path) -> None:
-    from results_table import markdown, per_token_acceptance, summarize
+    from etspec.tools.results_table import markdown, per_token_acceptance, summarize
 
     # Accepted tokens over tokens that reached verification: (0.5 + 0.25) / (1 + 0.5).
     assert per_token_acceptance([0.5, 0.25]) == pytest.approx(0.5)

@@ -1,33 +1,30 @@
-"""scripts/profile_step.py on a tiny pair: every stage's time is split into the program's
-calls and the host work around them, and the parts add up to what the runner measured."""
+"""scripts/profile_step.py on a tiny pair, run as a user runs it: every stage's time is split
+into the program's calls and the host work around them, and the parts add up to what the
+runner measured."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from click.testing import CliRunner
 from conftest import Artifacts
+from helpers import run_script
 
 
 def test_profile_step_splits_each_stage_into_calls_and_host_work(
     artifacts: Artifacts, tmp_path: Path
 ) -> None:
-    from profile_step import main
-
     pair = artifacts.draft()
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(
         "\n".join(json.dumps({"prompt_ids": [1 + i, 5, 9, 3 + i]}) for i in range(3)) + "\n"
     )
     out = tmp_path / "profile.json"
-    args = [
-        "--target", str(pair.target.pte), "--draft", str(pair.pte), "--trees", "chain3",
-        "--prompts", str(prompts), "--max-new-tokens", "12", "--repeats", "2",
-        "--json", str(out),
-    ]  # fmt: skip
-    res = CliRunner().invoke(main, args)
-    assert res.exit_code == 0, res.output
+    res = run_script(
+        "profile_step", "--target", pair.target.pte, "--draft", pair.pte, "--trees", "chain3",
+        "--prompts", prompts, "--max-new-tokens", 12, "--repeats", 2, "--json", out,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
     row = json.loads(out.read_text())["shapes"]["chain3"]
     assert row["tokens"] == 3 * 12 and row["steps"] >= 3 * 12 // 4
     assert row["tpc"] == round(row["tokens"] / row["steps"], 4)
@@ -42,4 +39,4 @@ def test_profile_step_splits_each_stage_into_calls_and_host_work(
     parts = host["draft"] + host["tensorize"] + host["accept"] + host["commit"]
     assert abs(host["total"] - parts) < 1e-3  # rounding of the parts only
     assert host["tensorize"] > 0 and host["accept"] > 0
-    assert "chain3: host" in res.output
+    assert "chain3: host" in res.stdout

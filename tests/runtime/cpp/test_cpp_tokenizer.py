@@ -143,19 +143,19 @@ def test_gemma_style_tokenizer_equals_python(tokenize_bin: Path, tmp_path: Path)
 def test_gemma3_270m_tokenizer_equals_python(tokenize_bin: Path, tmp_path: Path) -> None:
     data = _gemma3_270m_tokenizer()
     if data is None:
-        pytest.skip("Gemma 3 270M is not here: python scripts/get_gemma3_270m.py")
+        pytest.skip("Gemma 3 270M is not here: etspec fetch gemma-3-270m")
     _hold_to_python(data, tokenize_bin, tmp_path, seed=1)
 
 
 def test_unicode_tables_are_the_python_tokenizers(tmp_path: Path) -> None:
     """The checked-in classes equal what the installed ``tokenizers`` splits by, at every
     code point (else: python scripts/gen_unicode_tables.py)."""
-    import importlib.util
+    from helpers import run_script
 
-    spec = importlib.util.spec_from_file_location("gen", ROOT / "scripts/gen_unicode_tables.py")
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)  # type: ignore[union-attr]
-    body = gen.render(gen.ranges(gen.classify())).split("\n", 3)[3]
+    out = tmp_path / "unicode_tables.inc"
+    res = run_script("gen_unicode_tables", out)
+    assert res.returncode == 0, res.stdout + res.stderr
+    body = out.read_text().split("\n", 3)[3]
     checked_in = (ROOT / "runtime/cpp/src/tokenizer/unicode_tables.inc").read_text()
     assert checked_in.split("\n", 3)[3] == body
 

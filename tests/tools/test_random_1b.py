@@ -1,4 +1,4 @@
-"""scripts/random_1b.py at a tiny scale: the GGUF it writes is llama.cpp's layout of the same
+"""etspec.tools.random_1b at a tiny scale: the GGUF it writes is llama.cpp's layout of the same
 weights (names, Gemma's 1 + w norms, Llama's permuted q/k rows, Llama 3's RoPE factors)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 
 gguf = pytest.importorskip("gguf")
 
-from random_1b import (  # noqa: E402
+from etspec.tools.random_1b import (  # noqa: E402
     LLAMA32_1B,
     _llama3_rope_factors,
     _permute,

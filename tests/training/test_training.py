@@ -88,7 +88,7 @@ def _markov_corpus(root: Path, vocab: int, files: int = 24, words: int = 600) ->
 
 
 def _train_draft(target_dir: Path, data: Path, out: Path, steps: int) -> dict:  # type: ignore[type-arg]
-    from train_draft import main
+    from etspec.training.train_draft import main
 
     args = [
         "--target",
@@ -170,10 +170,10 @@ def test_train_target_writes_a_transformers_checkpoint(tmp_path: Path) -> None:
     """A few steps on a small stdlib folder; transformers loads the folder and agrees."""
     import email
 
-    from train_target import main
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     from etspec.models.llama import LlamaTarget
+    from etspec.training.train_target import main
 
     data = Path(email.__file__).parent
     out = tmp_path / "t"
@@ -227,7 +227,7 @@ def test_the_shipped_draft_reads_raw_taps(pair) -> None:  # type: ignore[no-unty
     the raw taps into ``fc`` and gives the same loss as the draft trained."""
     import copy
 
-    from train_draft import TTTObjective, input_scale
+    from etspec.training.train_draft import TTTObjective, input_scale
 
     _, _, draft = pair
     model = copy.deepcopy(draft.model)
@@ -277,7 +277,8 @@ def test_shard_order_puts_generated_first_and_spreads_the_corpus() -> None:
     """Any prefix of the features order: the target's own continuations, then corpus shards
     from every part of the (source-by-source) corpus."""
     import numpy as np
-    from draft_data import SHARD_ROWS, shard_order
+
+    from etspec.training.data import SHARD_ROWS, shard_order
 
     generated = np.zeros(30 * SHARD_ROWS, bool)
     generated[27 * SHARD_ROWS + 5 :] = True  # shard 27 mixed, 28 and 29 generated
@@ -290,9 +291,8 @@ def test_shard_order_puts_generated_first_and_spreads_the_corpus() -> None:
 def test_prose_openings_are_not_benchmark_prompts() -> None:
     """The self-distillation's prose openings: distinct, every form in any prefix, and none is
     (or holds, or is held by) a benchmark prompt of any set."""
-    from prose_prompts import _forms, prose_prompts
-
     from etspec.tools.prompts import SETS
+    from etspec.training.prose_prompts import _forms, prose_prompts
 
     every = prose_prompts(10**6)
     assert len(every) == len(set(every)) == sum(len(s) for _, s in _forms())
@@ -307,7 +307,7 @@ def test_prose_openings_are_not_benchmark_prompts() -> None:
 def test_precision_is_bf16_where_asked_or_where_the_cpu_has_bf16_units(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """--precision auto means bf16 on CUDA and on a CPU with AMX or AVX512-BF16 only: an
     AVX-512 CPU without them emulates bf16 at a fraction of fp32's rate."""
-    import train_state
+    from etspec.training import state as train_state
 
     class Cpuinfo:
         def __init__(self, flags: str) -> None:
@@ -332,8 +332,9 @@ def test_draft_trains_over_stored_target_features(  # type: ignore[no-untyped-de
     fp32 as asked), redoes only a missing shard, and train_draft.py --features learns from
     them alone."""
     import numpy as np
-    from draft_data import SHARD_ROWS, TOP_K, cli
-    from train_draft import main
+
+    from etspec.training.data import SHARD_ROWS, TOP_K, cli
+    from etspec.training.train_draft import main
 
     root, target = gemma3_target
     rng = np.random.default_rng(0)
@@ -426,7 +427,7 @@ def test_draft_trains_over_stored_target_features(  # type: ignore[no-untyped-de
     eager_draft(tmp_path / "d1", target, step_width=1)  # validates the pair
 
     # --windows runs the target on each batch instead: the inputs the features store.
-    from train_draft import FeatureStore, LiveWindows
+    from etspec.training.train_draft import FeatureStore, LiveWindows
 
     stored, live = FeatureStore(data), LiveWindows(data, target.model, "cpu", bf16=True)
     np.testing.assert_array_equal(live.train, stored.train)
@@ -455,7 +456,7 @@ def test_draft_trains_over_stored_target_features(  # type: ignore[no-untyped-de
 
     # Continuations generated later append windows: the full shard is kept, the partial one
     # (6 rows, now 16) is made again, and windows that changed otherwise are refused.
-    import draft_data
+    from etspec.training import data as draft_data
 
     monkeypatch.setattr(draft_data, "WINDOW", 64)
     with open(data / "generated.jsonl", "w") as f:
@@ -479,10 +480,9 @@ def test_self_distillation_is_the_target_alone_s_output(artifacts, tmp_path: Pat
     """draft_data.py generate: greedy continuations (drafted by prompt lookup) are the
     target-only runner's tokens, sampled ones are fixed by the seed, and a rerun redoes
     nothing already written."""
-    from draft_data import cli
-
     from etspec.runtime.runner import TextLLMRunner
     from etspec.runtime.sampling import SamplingConfig
+    from etspec.training.data import cli
 
     case = artifacts.target("gemma3_text")
     data = tmp_path / "data"
@@ -516,7 +516,7 @@ def test_self_distillation_is_the_target_alone_s_output(artifacts, tmp_path: Pat
     more = run(6, data)
     assert len(more) == 6 and more[:4] == rows  # resumed: four kept, two added
     # A prose opening after the corpus prompts, continued twice: greedy, then sampled.
-    from prose_prompts import prose_prompts
+    from etspec.training.prose_prompts import prose_prompts
 
     prose = run(6, data, prose=1)
     assert prose[:6] == more and [r["i"] for r in prose[6:]] == [6, 7]
@@ -532,10 +532,10 @@ def test_batched_self_distillation_from_the_checkpoint(artifacts, tmp_path: Path
     greedy continuations are the exported target-only runner's tokens, sampled ones are
     fixed by the seed, and ``windows`` stores what train_draft.py --windows reads."""
     import numpy as np
-    from draft_data import cli
 
     from etspec.runtime.runner import TextLLMRunner
     from etspec.runtime.sampling import SamplingConfig
+    from etspec.training.data import cli
 
     case = artifacts.target("gemma3_text")
     text = "the cat sat on the mat and the cat sat on the mat again. " * 3
@@ -599,11 +599,11 @@ def test_offline_sampled_acceptance_of_a_draft(pair, tmp_path: Path) -> None:  #
     as the runtime's sampler processes them; at the traced steps' first tokens it averages
     those positions, and it reports the share of steps that accepted a token."""
     import click
-    from draft_sampled_acceptance import score, step_starts
 
     from etspec.models.build import target_embedding
     from etspec.models.eagle3 import Eagle3Draft
     from etspec.runtime.sampling import Sampler, SamplingConfig
+    from etspec.training.acceptance import score, step_starts
 
     assert step_starts([0, 2, 1, 0], 10) == [1, 2, 5, 7]
     assert step_starts([3, 3, 3], 6) == [1, 5]

@@ -1,0 +1,118 @@
+"""``etspec draft train``: a draft from nothing for small random Llama and Qwen2 targets
+(minutes), every stage resumed on a second run; the Gemma 3 270M recipe through the same
+command (``-m "real and slow"``, a few steps)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from tiny import TARGET_CONFIGS, make_hf_target, write_tokenizer
+
+from etspec.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _markov_texts(root: Path, vocab: int, files: int = 24, words: int = 600) -> Path:
+    """Word-level text the tiny tokenizer maps to ids: a sparse random Markov chain."""
+    rng = random.Random(0)
+    succ = {i: rng.sample(range(1, vocab), 3) for i in range(1, vocab)}
+    root.mkdir()
+    for f in range(files):
+        w, out = rng.randrange(1, vocab), []
+        for _ in range(words):
+            out.append(f"w{w}")
+            w = rng.choice(succ[w])
+        (root / f"m{f:02d}.txt").write_text(" ".join(out))
+    return root
+
+
+def _args(target: Path, out: Path, texts: Path, target_pte: Path) -> list[str]:
+    return ["draft", "train", "--target", str(target), "--out", str(out), "--texts", str(texts),
+            "--target-pte", str(target_pte), "--device", "cpu", "--dtype", "fp32",
+            "--prompts", "8", "--prose", "0", "--new-tokens", "40", "--draft-vocab", "64",
+            "--steps", "30", "--lr", "3e-3", "--warmup", "5"]  # fmt: skip
+
+
+@pytest.mark.parametrize("family", ["llama_gqa_rope3", "qwen2_bias"])
+def test_draft_train_makes_a_draft_from_nothing(artifacts, tmp_path: Path, family: str) -> None:  # type: ignore[no-untyped-def]
+    """Corpus, the target's own continuations, stored features, training, the draft's export
+    and the held-out report, in one command; the draft pairs with the target, speculation
+    with it is target-only's greedy output, and training lowered the held-out loss of an
+    untrained draft over the same data. Run again, nothing is redone."""
+    from etspec.training.train_draft import train
+
+    vocab = TARGET_CONFIGS[family]["vocab_size"]
+    target = tmp_path / "target"  # the session's export's weights (same seed), a tokenizer
+    make_hf_target(family, target)
+    write_tokenizer(target, vocab)
+    texts = _markov_texts(tmp_path / "texts", vocab)
+    out = tmp_path / "out"
+    args = _args(target, out, texts, artifacts.target(family).pte)
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert "identical to target-only" in res.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["prompts"] >= 2
+    assert report["greedy"]["identical"] == report["prompts"]
+    assert report["greedy"]["drafted"] > 0 and report["sampled"]["drafted"] > 0
+    generated = (out / "data" / "generated.jsonl").read_text().splitlines()
+    assert len(generated) == 8 and {json.loads(r)["sampled"] for r in generated} == {False, True}
+    card = report["training"]
+    assert card["steps"] == 30 and card["settings"]["features"] == str(out / "data")
+    untrained = train(target, tmp_path / "untrained", features=out / "data", draft_vocab=64,
+                      ttt_steps=3, steps=0, device="cpu")  # fmt: skip
+    assert untrained is not None
+    assert card["held_out_loss"] < untrained["held_out_loss"] - 0.1
+
+    weights = out / "draft" / "model.safetensors"
+    stamps = {p: p.stat().st_mtime_ns for p in (weights, out / "draft.pte", out / "report.json")}
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0, again.output
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+
+
+def test_draft_train_refuses_a_missing_cuda_in_one_line(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    res = CliRunner().invoke(main, ["draft", "train", "--target", str(tmp_path), "--out",
+                                    str(tmp_path / "out"), "--device", "cuda"])  # fmt: skip
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines() == [
+        "error: --device cuda: this torch sees no CUDA device; use --device cpu"
+    ]
+
+
+@pytest.mark.real
+@pytest.mark.slow
+def test_draft_train_runs_the_gemma_recipe(tmp_path: Path) -> None:
+    """The Gemma 3 270M recipe (scripts/train_gemma_draft.sh) through the same command, cut to
+    a few prompts, one feature shard and five steps: the 262k vocabulary, the GGUF converted,
+    the default recipe's export, and a report whose greedy speculation is exact."""
+    import os
+
+    model = Path(os.environ.get("ETSPEC_GEMMA3_270M", ROOT / ".etspec-cache" / "gemma-3-270m"))
+    gguf = model / "gemma-3-270m-q4_k_m.gguf"
+    target_pte = model / "exports" / "target-default.pte"
+    if not gguf.is_file() or not target_pte.is_file():
+        pytest.skip(f"no {gguf} or {target_pte}: run bash scripts/main_job.sh")
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    for name in ("README.md", "docs/models.md", "docs/runtime.md"):
+        (texts / Path(name).name).write_text((ROOT / name).read_text())
+    out = tmp_path / "out"
+    args = ["draft", "train", "--target", str(gguf), "--out", str(out), "--texts", str(texts),
+            "--target-pte", str(target_pte), "--device", "cpu", "--prompts", "4",
+            "--prose", "2", "--new-tokens", "32", "--feature-shards", "1", "--steps", "5",
+            "--warmup", "2"]  # fmt: skip
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["prompts"] >= 1 and report["greedy"]["identical"] == report["prompts"]
+    assert report["training"]["draft_vocab"] == 8192
