@@ -5,30 +5,16 @@ command (``-m "real and slow"``, a few steps)."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_training import _markov_corpus
 from tiny import TARGET_CONFIGS, make_hf_target, write_tokenizer
 
 from etspec.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _markov_texts(root: Path, vocab: int, files: int = 24, words: int = 600) -> Path:
-    """Word-level text the tiny tokenizer maps to ids: a sparse random Markov chain."""
-    rng = random.Random(0)
-    succ = {i: rng.sample(range(1, vocab), 3) for i in range(1, vocab)}
-    root.mkdir()
-    for f in range(files):
-        w, out = rng.randrange(1, vocab), []
-        for _ in range(words):
-            out.append(f"w{w}")
-            w = rng.choice(succ[w])
-        (root / f"m{f:02d}.txt").write_text(" ".join(out))
-    return root
 
 
 def _args(target: Path, out: Path, texts: Path, target_pte: Path) -> list[str]:
@@ -50,7 +36,8 @@ def test_draft_train_makes_a_draft_from_nothing(artifacts, tmp_path: Path, famil
     target = tmp_path / "target"  # the session's export's weights (same seed), a tokenizer
     make_hf_target(family, target)
     write_tokenizer(target, vocab)
-    texts = _markov_texts(tmp_path / "texts", vocab)
+    texts = tmp_path / "texts"  # a sparse random Markov chain over the tokenizer's words
+    _markov_corpus(texts, vocab)
     out = tmp_path / "out"
     args = _args(target, out, texts, artifacts.target(family).pte)
     res = CliRunner().invoke(main, args)
