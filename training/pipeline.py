@@ -85,6 +85,12 @@ def train_draft_pipeline(target: Path, out: Path, opts: DraftTrainOptions) -> di
         raise EtspecError("--device cuda: this torch sees no CUDA device; use --device cpu")
     cuda = device.startswith("cuda")
     ttt_steps = opts.ttt_steps or (7 if cuda else 3)
+    if out.exists() and not out.is_dir():
+        raise EtspecError(f"{out} is a file: --out names the folder every stage writes into")
+    for name in ("config.json", "tokenizer.json") if target.is_dir() else ():
+        if not (target / name).is_file():
+            raise EtspecError(f"{target} has no {name}: give a Hugging Face folder with "
+                              "its tokenizer.json, or a .gguf")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     (out / "options.json").write_text(json.dumps(_jsonable(asdict(opts)), indent=2))
     start = time.time()

@@ -63,17 +63,29 @@ def test_draft_train_makes_a_draft_from_nothing(artifacts, tmp_path: Path, famil
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
 
 
-def test_draft_train_refuses_a_missing_cuda_in_one_line(tmp_path: Path) -> None:
+def test_draft_train_refuses_what_it_cannot_use_in_one_line(tmp_path: Path) -> None:
+    """No CUDA for --device cuda, a folder without a tokenizer, --out a file: one line each,
+    before any stage writes."""
     import torch
 
-    if torch.cuda.is_available():
-        pytest.skip("this machine has CUDA")
-    res = CliRunner().invoke(main, ["draft", "train", "--target", str(tmp_path), "--out",
-                                    str(tmp_path / "out"), "--device", "cuda"])  # fmt: skip
-    assert res.exit_code == 1
-    assert res.output.strip().splitlines() == [
-        "error: --device cuda: this torch sees no CUDA device; use --device cpu"
-    ]
+    folder = tmp_path / "target"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (tmp_path / "file").write_text("mine")
+    cases = [
+        (["--device", "cpu"], f"error: {folder} has no tokenizer.json: give a Hugging Face "
+         "folder with its tokenizer.json, or a .gguf"),
+        (["--device", "cpu", "--out", str(tmp_path / "file")],
+         f"error: {tmp_path / 'file'} is a file: --out names the folder every stage writes into"),
+    ]  # fmt: skip
+    if not torch.cuda.is_available():
+        no_cuda = "error: --device cuda: this torch sees no CUDA device; use --device cpu"
+        cases.append((["--device", "cuda"], no_cuda))
+    for extra, line in cases:
+        args = ["draft", "train", "--target", str(folder), "--out", str(tmp_path / "out"), *extra]
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 1 and res.output.strip().splitlines() == [line], res.output
+    assert (tmp_path / "file").read_text() == "mine" and not (tmp_path / "out").exists()
 
 
 @pytest.mark.real
