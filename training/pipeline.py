@@ -120,7 +120,11 @@ def train_draft_pipeline(target: Path, out: Path, opts: DraftTrainOptions) -> di
             data.store_features(hf, data_dir, limit=opts.feature_shards)
             source["features"] = data_dir
         progress.stage("train")
+        draft_pte = out / "draft.pte"
         if not _trained(draft_dir, opts.steps):
+            # A draft exported (and reported) from an earlier, shorter run is redone.
+            for stale in (draft_pte, out / REPORT):
+                stale.unlink(missing_ok=True)
             spent = (time.time() - start) / 60
             minutes = (
                 None if opts.budget_hours is None else max(0.0, opts.budget_hours * 60 - spent)
@@ -130,7 +134,6 @@ def train_draft_pipeline(target: Path, out: Path, opts: DraftTrainOptions) -> di
                   seed=opts.seed, save_every=opts.save_every, max_minutes=minutes,
                   resume=True, device=device)  # fmt: skip
         progress.stage("export")
-        draft_pte = out / "draft.pte"
         if not draft_pte.is_file():
             from etspec.export.export_draft import DraftExportOptions, export_draft
 
