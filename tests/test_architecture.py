@@ -241,6 +241,20 @@ def test_training_sits_on_top() -> None:
     assert "etspec.training.pipeline" in graph["etspec.cli.draft"]
 
 
+def test_tests_import_no_script() -> None:
+    """scripts/ holds the README's commands, thin wrappers and measurement scripts: a test
+    imports the package, and runs a script only as a user does (``helpers.run_script``)."""
+    scripts = {p.stem for p in (ROOT / "scripts").glob("*.py")}
+    assert "soak" in scripts  # the walk sees the scripts
+    bad = {
+        str(f.relative_to(ROOT)): sorted(m for m in _imports(f) if m.split(".")[0] in scripts)
+        for f in sorted((ROOT / "tests").rglob("*.py"))
+    }
+    assert {f: m for f, m in bad.items() if m} == {}
+    text = (ROOT / "pyproject.toml").read_text()
+    assert '"scripts"' not in text.split("pythonpath", 1)[1].split("]", 1)[0]
+
+
 def test_files_stay_readable() -> None:
     long = {
         str(f.relative_to(ROOT)): n
