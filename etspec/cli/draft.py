@@ -75,7 +75,13 @@ def draft() -> None:
 @click.option("--steps", default=4000, show_default=True, help="Training steps.")
 @click.option("--lr", default=1e-3, show_default=True, help="Peak learning rate.")
 @click.option("--warmup", default=100, show_default=True, help="Warm-up steps.")
-@click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--train-seed",
+    "seed",
+    default=0,
+    show_default=True,
+    help="Seeds every stage: the sampled continuations, the batches, the draft's start.",
+)
 @verbose_option
 @user_errors
 def draft_train_cmd(
