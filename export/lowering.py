@@ -255,7 +255,8 @@ def _preprocess_in_parallel(backend: str) -> Iterator[None]:
     weight blobs on as one object, as ``_one_copy_of_each_blob`` does in one process.
 
     ExecuTorch deep-copies every partition's program before preprocessing it, so that the
-    passes leave the program it keeps untouched (12% of the lowering in the same profile).
+    passes leave the program it keeps untouched (measured without those copies: Gemma 3
+    270M's lowering 321 -> 308 s, the artifact byte for byte the same).
     A forked worker's passes change only its own copy-on-write pages, so the copies are made
     only where preprocess runs in this process (one method, or no fork)."""
     from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend

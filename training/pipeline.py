@@ -6,9 +6,9 @@ from its last saved state):
 
 ``checkpoint``  a GGUF target converted to OUT/target-hf/ (a Hugging Face folder is read
                 where it is)
-``corpus``      text tokenized with the target's tokenizer into <bos>-led windows
-                (OUT/data/corpus.npy): this machine's manual pages, /usr/share/doc and
-                Python's standard library, or the files of ``--texts DIR``
+``corpus``      text tokenized with the target's tokenizer into windows that start as
+                requests do (OUT/data/corpus.npy): this machine's manual pages,
+                /usr/share/doc and Python's standard library, or the files of ``--texts DIR``
 ``target``      the target exported with the deployment recipe (OUT/target.pte), unless
                 ``--target-pte`` names an export already made
 ``generate``    self-distillation: the target's own continuations, half greedy, half
