@@ -23,6 +23,7 @@ import torch
 from etspec.runtime.runner import load_runners
 from etspec.runtime.sampling import Sampler, SamplingConfig
 from etspec.runtime.spec import RunnerSpec
+from etspec.tools.bench_harness import manifest
 from etspec.tools.report import emit_report
 
 PROMPTS = [
@@ -66,7 +67,7 @@ def main(target: str, tokens: int, repeats: int, json_out: str | None) -> None:
             return int(torch.multinomial(probs, 1)[0, 0])
 
         def sparse(row: torch.Tensor, s: Sampler = sampler) -> int:
-            return s.draw(s.dist(row))
+            return s.draw(s.dist(row), 0)
 
         kept = [len(sampler.dist(row).ids) for row in rows]
         results.append({
@@ -76,6 +77,7 @@ def main(target: str, tokens: int, repeats: int, json_out: str | None) -> None:
             "kept_median": statistics.median(kept), "kept_max": max(kept),
         })  # fmt: skip
     report = {
+        "manifest": manifest({"tokens": tokens, "repeats": repeats}, {"target": Path(target)}),
         "target": target,
         "vocab_size": rows[0].numel(),
         "rows": len(rows),

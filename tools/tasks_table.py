@@ -1,0 +1,120 @@
+"""The task-type tables of docs/results.md from `etspec bench --prompts tasks` runs.
+
+    python -m etspec.tools.tasks_table RUN1.json RUN2.json RUN3.json [--json OUT.json]
+
+Per system (each of Python's and the C++ runner's against its own runtime's target-only):
+the mean speedup over every prompt and per task-type set (the mean over runs of each run's
+mean), the least per-prompt speedup over every run, the prompts below 0.95x, the share of
+steps each way ran (none: a plain decode; lookup; the model's chains and trees) and of the
+tokens they emitted (``etspec.tools.attribution``), and the repetition of
+target-only's text (its share of 4-grams seen before: what prompt lookup can predict).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from etspec.tools.attribution import pooled
+
+
+def baseline(name: str) -> str:
+    return "cpp target-only" if name.startswith("cpp ") else "target-only"
+
+
+def table(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per system: mean speedup overall and per set, least per-prompt speedup, prompts
+    below 0.95x, and step shares; plus target-only's repetition per set."""
+    out: dict[str, Any] = {"runs": len(runs), "systems": {}, "repetition": {}}
+    names = [n for n in runs[0]["records"] if not n.endswith("target-only")]
+    for name in names:
+        per_run: list[dict[str, float]] = []
+        least, below, prompts = float("inf"), 0, 0
+        every_record: list[dict[str, Any]] = []
+        for run in runs:
+            recs = run["records"]
+            base = {r["prompt_id"]: r for r in recs[baseline(name)]}
+            sets: dict[str, list[float]] = defaultdict(list)
+            for r in recs[name]:
+                b = base[r["prompt_id"]]
+                if not (r["tokens_per_s"] and b["tokens_per_s"]):
+                    continue
+                s = r["tokens_per_s"] / b["tokens_per_s"]
+                sets[r["prompt_id"].split("/")[0]].append(s)
+                least = min(least, s)
+                below += s < 0.95
+                prompts += 1
+                every_record.append(r)
+            every = [v for vs in sets.values() for v in vs]
+            per_run.append(
+                {"all": statistics.mean(every), **{k: statistics.mean(v) for k, v in sets.items()}}
+            )
+        keys = per_run[0].keys()
+        pool = pooled(every_record)
+        # Token shares need each shape's accepted tokens (records from before they were
+        # counted have steps only).
+        counted = all("shape_accepted" in r for r in every_record)
+        out["systems"][name] = {
+            "mean": {k: statistics.mean(r[k] for r in per_run) for k in keys},
+            "range": {k: [min(r[k] for r in per_run), max(r[k] for r in per_run)] for k in keys},
+            "least_prompt": least,
+            "below_0.95": below,
+            "prompts": prompts,
+            "step_shares": {k: d["step_share"] for k, d in pool.items()},
+            "token_shares": {k: d["token_share"] for k, d in pool.items()} if counted else None,
+        }
+    for run in runs:
+        for r in run["records"]["target-only"]:
+            key = r["prompt_id"].split("/")[0]
+            out["repetition"].setdefault(key, []).append(r.get("repeated_4grams", 0.0))
+    out["repetition"] = {k: statistics.mean(v) for k, v in out["repetition"].items()}
+    return out
+
+
+def markdown(result: dict[str, Any]) -> str:
+    systems = result["systems"]
+    sets = [k for k in next(iter(systems.values()))["mean"] if k != "all"]
+    head = (
+        "| system | all | "
+        + " | ".join(sets)
+        + " | least prompt | below 0.95x | steps (tokens): decode / lookup / model |"
+    )
+    rows = [head, "|" + "---|" * (len(sets) + 5)]
+    for name, s in systems.items():
+        cells = [f"{s['mean']['all']:.2f}x"] + [f"{s['mean'][k]:.2f}x" for k in sets]
+        sh, tok = s["step_shares"], s.get("token_shares")
+        shares = " / ".join(
+            f"{sh.get(k, 0):.0%}" + (f" ({tok.get(k, 0):.0%})" if tok else "")
+            for k in ("none", "lookup", "model")
+        )
+        rows.append(
+            f"| {name} | " + " | ".join(cells) + f" | {s['least_prompt']:.2f}x | "
+            f"{s['below_0.95']}/{s['prompts']} | {shares} |"
+        )
+    rep = result["repetition"]
+    rows.append(
+        "| target-only's repeated 4-grams | - | "
+        + " | ".join(f"{rep.get(k, 0):.0%}" for k in sets)
+        + " | | | |"
+    )
+    return "\n".join(rows)
+
+
+@click.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
+@click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False))
+def main(runs: tuple[Path, ...], json_out: Path | None) -> None:
+    result = table([json.loads(p.read_text()) for p in runs])
+    result["files"] = [str(p) for p in runs]
+    click.echo(markdown(result))
+    if json_out is not None:
+        json_out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
