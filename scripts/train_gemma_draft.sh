@@ -25,8 +25,10 @@
 #
 # Stages (etspec draft train; etspec/training/): tokenize the machine's own text
 # (manual pages, /usr/share/doc, the Python standard library), let the exported target
-# continue 1,000 prompts made from it and 620 English prose openings (etspec.training.prose_prompts,
-# each twice; half greedy, half sampled: self-distillation), store
+# continue 1,000 prompts made from it, 620 English prose openings (etspec.training.prose_prompts)
+# and 600 chat-style task prompts filled from it (etspec.training.chat_tasks: translate,
+# summarize, answer from a passage, questions, word problems, code, follow-ups), the last two
+# each twice (half greedy, half sampled: self-distillation), store
 # the target's tapped hidden states and top-20 next-token log-probabilities over every window
 # once, then train the draft over those features alone (the target is not run again).
 set -euo pipefail

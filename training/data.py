@@ -12,9 +12,12 @@ Three stages, each resumable (a finished piece is never redone; every file lands
 ``generate``  self-distillation: the target's own continuations (half greedy, half sampled at
               T=0.8, top-p 0.95) of prompts made from the corpus (a manual page's summary
               line turned into a question or instruction, a passage's opening, a function's
-              signature and docstring) and of English prose openings (``prose_prompts``:
-              the corpus has no general prose), run through etspec's own runtime on the exported
-              target (the greedy half drafted by prompt lookup: the same tokens, faster), or
+              signature and docstring), of English prose openings (``prose_prompts``:
+              the corpus has no general prose) and of chat-style task prompts made from the
+              corpus (``chat_tasks``: translate, summarize, answer from a passage, questions,
+              word problems, instructions, code, follow-ups), run through etspec's own
+              runtime on the exported target (the greedy half drafted by prompt lookup: the
+              same tokens, faster), or
               with ``--target`` by the checkpoint's eager model, rows batched over a KV cache
               (a GPU's way): the text the draft will be asked to predict when deployed.
 ``features``  the frozen target over every window, batched: its tapped hidden states (bf16)
@@ -46,6 +49,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from etspec.training.chat_tasks import task_prompts
 from etspec.training.corpus import source_files, stdlib_root
 from etspec.training.prose_prompts import prose_prompts
 from etspec.training.state import autocast, precision_option, use_bf16
@@ -54,6 +58,7 @@ WINDOW = 256  # tokens per training window, <bos> included
 TOP_K = 20  # next-token log-probabilities stored per position
 SHARD_ROWS = 64  # windows per feature shard
 GEN_TOKENS = 160  # new tokens per self-distilled continuation
+TASK_PROMPTS = 600  # chat-style task prompts continued (each twice), the recipe's default
 GCLOUD_PAGES = 100  # the Cloud SDK ships ~16,000 near-identical pages; a few are enough
 
 
@@ -285,6 +290,15 @@ def _prompts(out: Path, count: int) -> list[str]:
     return prompts[:count]
 
 
+def _task_prompts(out: Path, count: int) -> list[str]:
+    """``count`` chat-style task prompts filled from the corpus documents' openings."""
+    if not count:
+        return []
+    with open(out / "openings.jsonl") as f:
+        openings = [json.loads(line) for line in f]
+    return [p.text for p in task_prompts(openings, count, seed=1)]
+
+
 @cli.command()
 @click.option(
     "--target-pte", type=click.Path(path_type=Path, exists=True), default=None,
@@ -302,6 +316,10 @@ def _prompts(out: Path, count: int) -> list[str]:
     help="English prose openings (etspec.training.prose_prompts) to continue, each twice: greedy "
     "and sampled.",
 )  # fmt: skip
+@click.option(
+    "--tasks", default=TASK_PROMPTS, show_default=True,
+    help="Chat-style task prompts (etspec.training.chat_tasks) to continue, each twice.",
+)  # fmt: skip
 @click.option("--new-tokens", default=GEN_TOKENS, show_default=True, help="Per continuation.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--batch", default=256, show_default=True, help="Rows per batch (--target).")
@@ -312,18 +330,21 @@ def generate(
     out: Path,
     count: int,
     prose: int,
+    tasks: int,
     new_tokens: int,
     seed: int,
     batch: int,
     device: str | None,
 ) -> None:
     """The target's own continuations, greedy and sampled (DATA/generated.jsonl): of ``count``
-    prompts made from the corpus, then of ``prose`` English openings. Prompt i is greedy when
-    i is even; each opening appears twice in a row, so it is continued both ways."""
+    prompts made from the corpus, then of ``prose`` English openings, then of ``tasks``
+    chat-style task prompts. Prompt i is greedy when i is even; each opening and task prompt
+    appears twice in a row, so it is continued both ways."""
     if (target_pte is None) == (target is None):
         raise click.UsageError("give one of --target-pte (the export) and --target (HF_DIR)")
     self_distill(out, target_pte=target_pte, target=target, count=count, prose=prose,
-                 new_tokens=new_tokens, seed=seed, batch=batch, device=device)  # fmt: skip
+                 tasks=tasks, new_tokens=new_tokens, seed=seed, batch=batch,
+                 device=device)  # fmt: skip
 
 
 def self_distill(
@@ -333,6 +354,7 @@ def self_distill(
     target: Path | None = None,
     count: int = 1200,
     prose: int | None = None,
+    tasks: int = 0,
     new_tokens: int = GEN_TOKENS,
     seed: int = 0,
     batch: int = 256,
@@ -350,8 +372,10 @@ def self_distill(
     if path.exists():
         with open(path) as f:
             done = {json.loads(line)["i"] for line in f if line.endswith("\n")}
-    # Prose after the corpus prompts: a run with more of either keeps what is written.
+    # Prose after the corpus prompts, task prompts after both: a run with more of the last
+    # kind keeps what is written.
     prompts = _prompts(out, count) + [p for p in prose_prompts(prose) for _ in range(2)]
+    prompts += [p for p in _task_prompts(out, tasks) for _ in range(2)]
     todo = [(i, p) for i, p in enumerate(prompts) if i not in done]
     t0 = time.time()
     if target_pte is not None:

@@ -12,9 +12,10 @@ from its last saved state):
 ``target``      the target exported with the deployment recipe (OUT/target.pte), unless
                 ``--target-pte`` names an export already made
 ``generate``    self-distillation: the target's own continuations, half greedy, half
-                sampled at T=0.8 top-p 0.95, of prompts made from the corpus and of English
-                prose openings: through the export on a CPU, batched over the eager model
-                on CUDA
+                sampled at T=0.8 top-p 0.95, of prompts made from the corpus, of English
+                prose openings and of chat-style task prompts filled from the corpus
+                (translate, summarize, answer, word problems, code, follow-ups): through
+                the export on a CPU, batched over the eager model on CUDA
 ``features``    on a CPU, the target's tapped states and top-k log-probabilities over every
                 window, stored once so that training runs the draft alone; on CUDA the
                 target runs on each batch instead (``windows``)
@@ -56,6 +57,7 @@ class DraftTrainOptions:
     max_windows: int = 2500  # corpus windows per source
     prompts: int = 1000  # corpus prompts the target continues
     prose: int | None = None  # English prose openings it continues (None: all)
+    tasks: int = 600  # chat-style task prompts it continues (= data.TASK_PROMPTS, tested)
     new_tokens: int = 160  # per continuation
     feature_shards: int | None = None  # stored feature shards (None: all)
     draft_vocab: int = 8192
@@ -109,7 +111,7 @@ def train_draft_pipeline(target: Path, out: Path, opts: DraftTrainOptions) -> di
             if cuda
             else {"target_pte": target_pte, "tokenizer": hf}
         )
-        data.self_distill(data_dir, count=opts.prompts, prose=opts.prose,
+        data.self_distill(data_dir, count=opts.prompts, prose=opts.prose, tasks=opts.tasks,
                           new_tokens=opts.new_tokens, seed=opts.seed, **by)  # fmt: skip
         progress.stage("features")
         source: dict[str, Path] = {}

@@ -66,6 +66,13 @@ def draft() -> None:
 @click.option(
     "--prose", type=int, default=None, help="English openings continued [default: all 620]."
 )
+@click.option(
+    "--tasks",
+    default=DraftTrainOptions.tasks,
+    show_default=True,
+    help="Chat-style task prompts continued (translate, summarize, answer, word problems, code, "
+    "follow-ups; filled from the corpus).",
+)
 @click.option("--feature-shards", type=click.IntRange(min=1), default=None, help="[default: all]")
 @click.option("--draft-vocab", default=8192, show_default=True)
 @click.option(
@@ -94,6 +101,7 @@ def draft_train_cmd(
     dtype: str,
     prompts: int,
     prose: int | None,
+    tasks: int,
     feature_shards: int | None,
     draft_vocab: int,
     ttt_steps: int | None,
@@ -108,6 +116,7 @@ def draft_train_cmd(
     acceptance report on held-out prompts (OUT/report.json). Every stage resumes."""
     opts = DraftTrainOptions(device=device, budget_hours=budget_hours, texts=texts,
                              target_pte=target_pte, dtype=dtype, prompts=prompts, prose=prose,
+                             tasks=tasks,
                              feature_shards=feature_shards, draft_vocab=draft_vocab,
                              ttt_steps=ttt_steps, new_tokens=new_tokens, steps=steps,
                              lr=lr, warmup=warmup, seed=seed)  # fmt: skip

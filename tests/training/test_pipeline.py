@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def _args(target: Path, out: Path, texts: Path, target_pte: Path) -> list[str]:
     return ["draft", "train", "--target", str(target), "--out", str(out), "--texts", str(texts),
             "--target-pte", str(target_pte), "--device", "cpu", "--dtype", "fp32",
-            "--prompts", "8", "--prose", "0", "--new-tokens", "40", "--draft-vocab", "64",
+            "--prompts", "8", "--prose", "0", "--tasks", "4", "--new-tokens", "40",
+            "--draft-vocab", "64",
             "--steps", "30", "--lr", "3e-3", "--warmup", "5"]  # fmt: skip
 
 
@@ -48,7 +49,9 @@ def test_draft_train_makes_a_draft_from_nothing(artifacts, tmp_path: Path, famil
     assert report["greedy"]["identical"] == report["prompts"]
     assert report["greedy"]["drafted"] > 0 and report["sampled"]["drafted"] > 0
     generated = (out / "data" / "generated.jsonl").read_text().splitlines()
-    assert len(generated) == 8 and {json.loads(r)["sampled"] for r in generated} == {False, True}
+    rows = [json.loads(r) for r in generated]  # 8 corpus prompts, 4 task prompts twice
+    assert len(rows) == 8 + 2 * 4 and {r["sampled"] for r in rows} == {False, True}
+    assert [r["sampled"] for r in rows[8:]] == [False, True] * 4
     card = report["training"]
     assert card["steps"] == 30 and card["settings"]["features"] == str(out / "data")
     untrained = train(target, tmp_path / "untrained", features=out / "data", draft_vocab=64,
@@ -122,8 +125,8 @@ def test_draft_train_runs_the_gemma_recipe(tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = ["draft", "train", "--target", str(gguf), "--out", str(out), "--texts", str(texts),
             "--target-pte", str(target_pte), "--device", "cpu", "--prompts", "4",
-            "--prose", "2", "--new-tokens", "32", "--feature-shards", "1", "--steps", "5",
-            "--warmup", "2"]  # fmt: skip
+            "--prose", "2", "--tasks", "2", "--new-tokens", "32", "--feature-shards", "1",
+            "--steps", "5", "--warmup", "2"]  # fmt: skip
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     report = json.loads((out / "report.json").read_text())

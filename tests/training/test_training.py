@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -492,9 +493,10 @@ def test_self_distillation_is_the_target_alone_s_output(artifacts, tmp_path: Pat
         for i in range(6):
             f.write(json.dumps({"source": "doc", "text": f"{i} {text}"}) + "\n")
 
-    def run(count: int, out: Path, prose: int = 0) -> list[dict]:  # type: ignore[type-arg]
+    def run(count: int, out: Path, prose: int = 0, tasks: int = 0) -> list[dict]:  # type: ignore[type-arg]
         args = ["generate", "--target-pte", str(case.pte), "--out", str(out),
-                "--count", str(count), "--prose", str(prose), "--new-tokens", "24"]  # fmt: skip
+                "--count", str(count), "--prose", str(prose), "--tasks", str(tasks),
+                "--new-tokens", "24"]  # fmt: skip
         result = CliRunner().invoke(cli, args, catch_exceptions=False)
         assert result.exit_code == 0, result.output
         with open(out / "generated.jsonl") as f:
@@ -522,6 +524,15 @@ def test_self_distillation_is_the_target_alone_s_output(artifacts, tmp_path: Pat
     assert prose[:6] == more and [r["i"] for r in prose[6:]] == [6, 7]
     assert prose[6]["prompt_ids"] == prose[7]["prompt_ids"] == alone.encode(prose_prompts(1)[0])
     assert [r["sampled"] for r in prose[6:]] == [False, True]
+    # A chat-style task prompt after both, filled from the openings, continued both ways.
+    from etspec.training.data import _task_prompts
+
+    tasked = run(6, data, prose=1, tasks=1)
+    assert tasked[:8] == prose and [r["sampled"] for r in tasked[8:]] == [False, True]
+    task = _task_prompts(data, 1)[0]
+    assert re.search(r"\d", task) and "?" in task  # a word problem: the openings have no prose
+    head = alone.encode(task)[: 96 - 24]  # cut to leave the context room for 24 new tokens
+    assert tasked[8]["prompt_ids"] == tasked[9]["prompt_ids"] == head
     args = ["generate", "--target-pte", str(case.pte), "--out", str(again), "--new-tokens", "96"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2 and "leaves no room for a prompt" in result.output
@@ -546,7 +557,8 @@ def test_batched_self_distillation_from_the_checkpoint(artifacts, tmp_path: Path
             for i in range(8):
                 f.write(json.dumps({"source": "doc", "text": f"{i} {text}"}) + "\n")
         args = ["generate", "--target", str(case.checkpoint), "--out", str(out),
-                "--count", "8", "--prose", "1", "--new-tokens", "24", "--batch", str(batch),
+                "--count", "8", "--prose", "1", "--tasks", "0", "--new-tokens", "24",
+                "--batch", str(batch),
                 "--device", "cpu"]  # fmt: skip
         result = CliRunner().invoke(cli, args, catch_exceptions=False)
         assert result.exit_code == 0, result.output
