@@ -148,14 +148,8 @@ def rows(data: dict[str, list[dict[str, Any]]]) -> list[tuple[str, str, str]]:
         sysd = t["systems"]
         best = {
             rt: max(
-                (
-                    n
-                    for n in t["systems"]
-                    if n.startswith(rt)
-                    and "auto" not in n
-                    and n.startswith("cpp ") == (rt == "cpp ")
-                ),
-                key=lambda n: t["systems"][n]["mean"]["all"],
+                (n for n in sysd if n.startswith("cpp ") == bool(rt) and "auto" not in n),
+                key=lambda n: sysd[n]["mean"]["all"],
             )
             for rt in ("", "cpp ")
         }
@@ -186,8 +180,7 @@ def rows(data: dict[str, list[dict[str, Any]]]) -> list[tuple[str, str, str]]:
                 "Gemma 3 270M default export (4,096-token context) and the shipped draft, resident "
                 "memory",
                 f"{_mb(tgt['python_resident_bytes'] + dft['python_resident_bytes'])} in Python "
-                "after "
-                f"loading every method (files {_mb(files)}, KV caches {_mb(kv)}); "
+                f"after loading every method (files {_mb(files)}, KV caches {_mb(kv)}); "
                 f"{_mb(m['cpp_max_rss_bytes'])} peak in the C++ runner generating 128 tokens",
                 "memory-headline",
             )

@@ -153,6 +153,12 @@ _VERBS = frozenset((
 ))  # fmt: skip
 
 
+def _doing(what: str) -> str | None:
+    """A manual page's summary as something to do ("list directory contents"), or None
+    where it names a thing."""
+    return what[0].lower() + what[1:] if what.split()[0].lower() in _VERBS else None
+
+
 def _qa_question(rng: random.Random, cmd: tuple[str, str]) -> str:
     name, what = cmd
     forms = [
@@ -161,8 +167,8 @@ def _qa_question(rng: random.Random, cmd: tuple[str, str]) -> str:
         f"When would I use {name}, and what does it do?",
         f"Explain what {name} is in simple terms.",
     ]
-    if what.split()[0].lower() in _VERBS:
-        forms.append(f"How do I {what[0].lower() + what[1:]}?")
+    if doing := _doing(what):
+        forms.append(f"How do I {doing}?")
     return rng.choice(forms)
 
 
@@ -222,8 +228,7 @@ def _build(task: str, rng: random.Random, m: Material) -> TaskPrompt | None:
             f"Compare {name} with {rng.choice(m.commands)[0]}: when is each the better choice?",
             f"Write a short email to a colleague recommending {name}.",
         ]
-        if what.split()[0].lower() in _VERBS:
-            doing = what[0].lower() + what[1:]
+        if doing := _doing(what):
             forms += [f"Write a short email to a colleague explaining how to {doing}.",
                       f"Write a short checklist for someone who needs to {doing}."]  # fmt: skip
         q = rng.choice(forms)
