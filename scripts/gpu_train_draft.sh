@@ -11,16 +11,22 @@
 #   bash scripts/gpu_train_draft.sh train     # there (after data): train; writes to $OUT
 #   bash scripts/gpu_train_draft.sh join FROM [TO]   # here: $OUT's files -> a draft folder
 #
+# The defaults are the shipped draft's recipe: 1,000 corpus prompts, 620 prose openings and
+# 1,000 chat-style task prompts continued (the last two twice), 3,600 steps (7.4 min on an
+# H200).
+#
 # `prepare` fills build/gpu-train/: site/ (the etspec and gguf wheels, --no-deps), data/
 # (corpus.npy.gz, corpus_lengths.npy, openings.jsonl.gz: what draft_data.py corpus wrote) and the
-# GGUF cut into parts part-00, part-01, ... of PART_MB each, so that each part travels in one
-# call of a tool that limits a call's files (the device tool here: 64 MiB a call, the
-# repository's own files included, so the bundled checkpoints' 43 MB are untracked and
-# excluded for those calls and restored after); the parts are checked against the GGUF's
-# sha256 there. `data` joins the parts, converts the GGUF, generates the continuations (or
-# keeps those already in data/) and writes the windows; it copies generated.jsonl.gz to $OUT.
-# `train` trains for at most MINUTES and writes the draft (fp16, in pieces of at most 15 MB)
-# with its training.json and log to $OUT.
+# GGUF cut into parts part-00, part-01, ... of PART_MB (59 MiB) each, so that each part travels
+# in one call of a tool that limits a call's files (the device tool here: 64 MiB a call, the
+# repository's own files included: move checkpoints/ and docs/results/ out of the checkout
+# for those calls, leaving 4 MiB, and back after). Four calls carry a part each; the fifth
+# carries the last part, site/ and data/ and runs `data`, a sixth `train` (11 minutes of
+# device time in all). The parts are checked against the GGUF's sha256 there. `data` joins
+# the parts, converts the GGUF, generates the continuations (or keeps those already in data/)
+# and writes the windows; it copies generated.jsonl.gz to $OUT. `train` trains for at most
+# MINUTES and writes the draft (fp16, in pieces of at most 15 MB) with its training.json and
+# log to $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${GPU_TRAIN_DIR:-build/gpu-train}
@@ -45,8 +51,8 @@ prepare)
     for ((i = 0; ; i++)); do
         part=$(printf "%s/part-%02d" "$dir" "$i")
         mkdir -p "$part"
-        dd if="$gguf" of="$part/gguf" bs=1M skip=$((i * ${PART_MB:-52})) \
-            count="${PART_MB:-52}" status=none
+        dd if="$gguf" of="$part/gguf" bs=1M skip=$((i * ${PART_MB:-59})) \
+            count="${PART_MB:-59}" status=none
         [ -s "$part/gguf" ] || { rm -rf "$part"; break; }
     done
     du -sh "$dir"/*
@@ -66,7 +72,7 @@ data)
     done
     cd scripts
     python3 draft_data.py generate --target "../$dir/hf" --out "../$dir/data" \
-        --count "${COUNT:-1000}" ${PROSE:+--prose "$PROSE"} 2>&1 | tr '\r' '\n' | awk '!/self-distill/ || ++n % 20 == 0'
+        --count "${COUNT:-1000}" ${PROSE:+--prose "$PROSE"} --tasks "${TASKS:-1000}" 2>&1 | tr '\r' '\n' | awk '!/self-distill/ || ++n % 20 == 0'
     python3 draft_data.py windows --out "../$dir/data"
     gzip -c "../$dir/data/generated.jsonl" >"$out/generated.jsonl.gz"
     ls -la "$out"
@@ -79,8 +85,8 @@ train)
     cd scripts
     python3 train_draft.py --target "../$dir/hf" --windows "../$dir/data" --out /tmp/draft \
         --draft-vocab "${VOCAB:-8192}" --ttt-steps "${TTT_STEPS:-7}" --batch "${BATCH:-32}" \
-        --steps "${STEPS:-2500}" --lr "${LR:-1e-3}" --warmup 100 --save-every 1000000 \
-        --max-minutes "${MINUTES:-7}" 2>&1 | tr '\r' '\n' | awk '!/train draft/ || ++n % 100 == 0' | tee "$out/train.log"
+        --steps "${STEPS:-3600}" --lr "${LR:-1e-3}" --warmup 100 --save-every 1000000 \
+        --max-minutes "${MINUTES:-8}" 2>&1 | tr '\r' '\n' | awk '!/train draft/ || ++n % 100 == 0' | tee "$out/train.log"
     python3 - "$out" <<'EOF'
 import sys, io, torch
 from safetensors.torch import load_file

@@ -29,7 +29,9 @@ BEGIN = "<!-- headline: python -m etspec.tools.headline writes this from docs/re
 END = "<!-- /headline -->"
 #: What a figure depends on: a file measured at a revision whose copy of these differs from
 #: HEAD's describes code that no longer exists.
-CODE_PATHS = ("runtime", "export", "models", "etspec/contract.py")
+# What a headline figure depends on: the code that builds and runs the artifacts, and the
+# shipped checkpoints they are exported from.
+CODE_PATHS = ("runtime", "export", "models", "etspec/contract.py", "checkpoints")
 
 
 def load(folder: Path) -> dict[str, list[dict[str, Any]]]:
