@@ -7,7 +7,10 @@ the mean speedup over every prompt and per task-type set (the mean over runs of 
 mean), the least per-prompt speedup over every run, the prompts below 0.95x, the share of
 steps each way ran (none: a plain decode; lookup; the model's chains and trees) and of the
 tokens they emitted (``etspec.tools.attribution``), and the repetition of
-target-only's text (its share of 4-grams seen before: what prompt lookup can predict).
+target-only's text (its share of 4-grams seen before: what prompt lookup can predict); then,
+per runtime and set, the default (``combined auto``) against the faster of the drafters
+alone: the ratio of their means of per-prompt mean speedups over the runs, and the paired t
+statistic over the set's prompts (what "the default >= the faster drafter alone" rests on).
 """
 
 from __future__ import annotations
@@ -76,6 +79,44 @@ def table(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+DEFAULT, ALONE = "combined auto", ("prompt-lookup auto", "eagle3 auto")
+
+
+def against_alone(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per runtime ("" Python, "cpp ") and set: the default against the faster drafter alone,
+    from per-prompt speedups averaged over the runs (a prompt's runs are not independent
+    samples of the set; its prompts are), with the paired t over the set's prompts."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for prefix in ("", "cpp "):
+        if prefix + DEFAULT not in runs[0]["records"]:
+            continue
+        speed: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for run in runs:
+            recs = run["records"]
+            base = {r["prompt_id"]: r["tokens_per_s"] for r in recs[prefix + "target-only"]}
+            for name in (DEFAULT, *ALONE):
+                for r in recs[prefix + name]:
+                    speed[(name, r["prompt_id"])].append(r["tokens_per_s"] / base[r["prompt_id"]])
+        mean = {k: statistics.mean(v) for k, v in speed.items()}
+        sets: dict[str, list[str]] = defaultdict(list)
+        for name, pid in mean:
+            if name == DEFAULT:
+                sets[pid.split("/")[0]].append(pid)
+        runtime = out.setdefault(prefix.strip() or "python", {})
+        for key, ids in sets.items():
+            alone = {n: statistics.mean(mean[(n, i)] for i in ids) for n in ALONE}
+            best = max(alone, key=lambda n: alone[n])
+            diff = [mean[(DEFAULT, i)] - mean[(best, i)] for i in ids]
+            sd = statistics.stdev(diff) if len(diff) > 1 else 0.0
+            runtime[key] = {
+                "faster_alone": best,
+                "ratio": statistics.mean(mean[(DEFAULT, i)] for i in ids) / alone[best],
+                "t": statistics.mean(diff) / (sd / len(diff) ** 0.5) if sd else None,
+                "prompts": len(ids),
+            }
+    return out
+
+
 def markdown(result: dict[str, Any]) -> str:
     systems = result["systems"]
     sets = [k for k in next(iter(systems.values()))["mean"] if k != "all"]
@@ -102,6 +143,17 @@ def markdown(result: dict[str, Any]) -> str:
         + " | ".join(f"{rep.get(k, 0):.0%}" for k in sets)
         + " | | | |"
     )
+    versus = result.get("against_alone") or {}
+    if versus:
+        rows += ["", "| the default against the faster drafter alone | " + " | ".join(sets) + " |"]
+        rows.append("|" + "---|" * (len(sets) + 1))
+        for runtime, per_set in versus.items():
+            cells = []
+            for k in sets:
+                v = per_set[k]
+                t = "" if v["t"] is None else f", t {v['t']:.1f}"
+                cells.append(f"{v['ratio']:.3f} of {v['faster_alone'].split()[0]}{t}")
+            rows.append(f"| {runtime} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
@@ -109,7 +161,9 @@ def markdown(result: dict[str, Any]) -> str:
 @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
 @click.option("--json", "json_out", type=click.Path(path_type=Path, dir_okay=False))
 def main(runs: tuple[Path, ...], json_out: Path | None) -> None:
-    result = table([json.loads(p.read_text()) for p in runs])
+    loaded = [json.loads(p.read_text()) for p in runs]
+    result = table(loaded)
+    result["against_alone"] = against_alone(loaded)
     result["files"] = [str(p) for p in runs]
     click.echo(markdown(result))
     if json_out is not None:
