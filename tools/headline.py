@@ -27,10 +27,9 @@ from etspec.tools.tasks_table import markdown, table
 HEADLINE_DIR = Path("docs/results/headline")
 BEGIN = "<!-- headline: python -m etspec.tools.headline writes this from docs/results/headline/ -->"
 END = "<!-- /headline -->"
-#: What a figure depends on: a file measured at a revision whose copy of these differs from
-#: HEAD's describes code that no longer exists.
-# What a headline figure depends on: the code that builds and runs the artifacts, and the
-# shipped checkpoints they are exported from.
+#: What a figure depends on (the code that builds and runs the artifacts, and the shipped
+#: checkpoints they are exported from): a file measured at a revision whose copy of these
+#: differs from HEAD's describes code or weights that no longer exist.
 CODE_PATHS = ("runtime", "export", "models", "etspec/contract.py", "checkpoints")
 
 

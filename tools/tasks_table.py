@@ -93,7 +93,7 @@ def against_alone(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, A
         speed: dict[tuple[str, str], list[float]] = defaultdict(list)
         for run in runs:
             recs = run["records"]
-            base = {r["prompt_id"]: r["tokens_per_s"] for r in recs[prefix + "target-only"]}
+            base = {r["prompt_id"]: r["tokens_per_s"] for r in recs[baseline(prefix + DEFAULT)]}
             for name in (DEFAULT, *ALONE):
                 for r in recs[prefix + name]:
                     speed[(name, r["prompt_id"])].append(r["tokens_per_s"] / base[r["prompt_id"]])
