@@ -118,7 +118,10 @@ DEPLOYMENT_DTYPE = "8da8w-e4"
 # at other rows), so float sums round differently in the last bit; these recipes amplify
 # such a bit into another int8 step, and a tree step can flip a greedy token (Gemma 3 270M:
 # 4 of 7 tree shapes diverged from target-only on one of 32 prompts; chains, which keep
-# the decode's column order, never did). `--tree auto` grows only chains on them.
+# the decode's column order, never did). Scratch-commit's rows sit in scratch columns, so
+# it flips them as well. `--tree auto` grows only chains on them; an explicit tree shape
+# for a drafter that branches, or `--kv scratch-commit`, is refused ("inexact_tree",
+# "inexact_kv").
 ROW_QUANTIZED_DTYPES = tuple(d for d in DTYPES if d.startswith("8da"))
 # The context `export target` gives a checkpoint without --max-seq: its trained context
 # (max_position_embeddings), at most this. Calls cost what their actual context costs
@@ -251,6 +254,13 @@ MESSAGES = {
     "unknown_choice": "unknown {what} '{value}'; choose one of {choices}",
     "kv_strategy_unsupported": "this target artifact does not support KV strategy "
     "'{strategy}' (it supports {supported}); pick another --kv",
+    # Refused on ROW_QUANTIZED_DTYPES targets, whose outputs they would not keep exact.
+    "inexact_tree": "the {name} tree is not lossless on this {dtype} target (its int8 "
+    "activations round a tree's rows apart from a decode's); use --tree auto or --tree chain, "
+    "or a target exported with --dtype fp32",
+    "inexact_kv": "--kv {strategy} is not lossless on this {dtype} target (its int8 "
+    "activations round scratch rows apart from a decode's); use --kv position-overwrite, or "
+    "a target exported with --dtype fp32",
     # OpenVINO's precision (runtime/openvino.py), checked before an OpenVINO method loads.
     "openvino_bf16": "{path} runs on OpenVINO in fp32, but OpenVINO already computes in bf16 "
     "in this process ({isa_env}={isa}); unset {isa_env} (or set it to {fp32_isa}) before "

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import assert_one_line_error
 
 from etspec.artifact import open_artifact, seal
 from etspec.contract import (
@@ -108,3 +109,36 @@ def test_an_unforged_copy_round_trips(artifacts, tmp_path: Path) -> None:  # typ
     path = tmp_path / "same.pte"
     path.write_bytes(forge(pair.target.pte.read_bytes(), "prefill_chunk", [meta.prefill_chunk]))
     assert open_artifact(path, "target").metadata == meta
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (["--tree", "static", "--static-tree", "N3"], "the N3 tree is not lossless"),
+        (["--tree", "dynamic"], "tree is not lossless"),
+        (["--kv", "scratch-commit"], "--kv scratch-commit is not lossless"),
+    ],
+)
+def test_a_row_quantized_target_refuses_what_would_not_be_exact(  # type: ignore[no-untyped-def]
+    artifacts, runner_bin: Path, tmp_path: Path, options: list[str], words: str
+) -> None:
+    """On a recipe with int8 activations a tree's rows (and scratch rows) attend in another
+    column order than a decode and can flip a greedy token (contract.ROW_QUANTIZED_DTYPES):
+    both runtimes refuse them in the same line; a chain and `auto` still run."""
+    from click.testing import CliRunner
+
+    from etspec.cli import main
+
+    pair = artifacts.small_draft()
+    target = tmp_path / "int8-activations.pte"
+    target.write_bytes(forge(pair.target.pte.read_bytes(), "dtype", ["8da8w-e4"]))
+    base = ["--target", str(target), "--draft", str(pair.pte), "--prompt-ids", "1,2",
+            "--max-new-tokens", "2"]  # fmt: skip
+    res = CliRunner().invoke(main, ["generate", *base, *options])
+    assert_one_line_error(res, words, "--dtype fp32")
+    cpp = subprocess.run([str(runner_bin), *base, *options], capture_output=True, timeout=60)
+    assert cpp.returncode == 1
+    assert cpp.stderr.decode().splitlines() == [ln for ln in res.output.splitlines() if ln]
+    for fine in (["--tree", "chain"], ["--tree", "auto"]):
+        assert CliRunner().invoke(main, ["generate", *base, *fine]).exit_code == 0
+        subprocess.run([str(runner_bin), *base, *fine], capture_output=True, check=True)

@@ -10,6 +10,7 @@ import torch
 from etspec.contract import (
     DEFAULT_KV_STRATEGY,
     LOOKUP_LABEL,
+    ROW_QUANTIZED_DTYPES,
     TARGET_DECODE,
     TargetMetadata,
     message,
@@ -56,17 +57,18 @@ class SpeculativeTokenGenerator:
                 f"the draft needs target hidden states {draft.hidden_spec}, the target "
                 f"exports {target.hidden_spec()}; re-export the target to match"
             )
+        check_kv_strategy(target, kv_strategy)  # now, not at the first generate
         draft.check_target(target)
         for shape in policy.candidates():
             check_shape_fits(shape, target)
             draft.check_shape(shape)
+            check_exact(shape, target, draft.branching)
         self.draft = draft
         self.target = target
         self.policy = policy
         self.kv_strategy = kv_strategy
         self.verifier = verifier or Verifier()
         self.needs_hidden = draft.hidden_spec is not None
-        check_kv_strategy(target, kv_strategy)  # now, not at the first generate
 
     def check(self, sampler: Sampler) -> None:
         check_replayable(sampler.processors)
@@ -255,6 +257,14 @@ def _rows(t: torch.Tensor, nodes: list[int]) -> torch.Tensor:
     if nodes[-1] == len(nodes) - 1:  # rows increase along a path, so this means 0..n-1
         return t[: len(nodes)]
     return t.index_select(0, torch.tensor(nodes))
+
+
+def check_exact(shape: TreeShape, target: TargetMetadata, branching: bool) -> None:
+    """Refuse a tree that a drafter would branch on a target whose recipe quantizes
+    activations per row (``contract.ROW_QUANTIZED_DTYPES``): its rows would not reproduce
+    the decode's tokens."""
+    if branching and target.dtype in ROW_QUANTIZED_DTYPES and not isinstance(shape, ChainShape):
+        raise EtspecError(message("inexact_tree", name=shape.name, dtype=target.dtype))
 
 
 def check_shape_fits(shape: TreeShape, target: TargetMetadata) -> None:

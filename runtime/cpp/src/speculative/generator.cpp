@@ -5,6 +5,7 @@
 
 #include "speculative/costs.h"
 #include "speculative/kv_cache.h"
+#include "speculative/shapes.h"
 #include "speculative/tree.h"
 
 namespace etspec {
@@ -28,10 +29,20 @@ SpeculativeTokenGenerator::SpeculativeTokenGenerator(
     throw Error(message("kv_strategy_unsupported",
                         {{"strategy", kv_strategy_}, {"supported", target.kv_strategies}}));
   }
+  // Trees a drafter branches on, and scratch rows, are refused on a target whose recipe
+  // quantizes activations per row (contract.ROW_QUANTIZED_DTYPES): generator.py check_exact.
+  bool row_quantized = false;
+  for (const char* dtype : contract::kRowQuantizedDtypes) row_quantized |= target.dtype == dtype;
+  if (row_quantized && kv_strategy_ != contract::kPositionOverwrite) {
+    throw Error(message("inexact_kv", {{"strategy", kv_strategy_}, {"dtype", target.dtype}}));
+  }
   draft_->check_target(target);
   for (const TreeShape* shape : policy_->candidates()) {
     check_shape_fits(*shape, target);
     draft_->check_shape(*shape);
+    if (row_quantized && draft_->branching() && !dynamic_cast<const ChainShape*>(shape)) {
+      throw Error(message("inexact_tree", {{"name", shape->name}, {"dtype", target.dtype}}));
+    }
   }
 }
 
