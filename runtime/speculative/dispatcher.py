@@ -35,6 +35,7 @@ recorded outcomes both choose the same way at every step.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from etspec.contract import (
@@ -255,6 +256,23 @@ class Dispatcher(TreePolicy):
                 # from the trees' steps too, so a chain that accepts as often as a tree is
                 # not left at its prior once the trees have records.
                 self._observe_chain(step.main_height, step.main_accepted)
+
+    def shadow(self, offer: Offer, emitted: Sequence[int]) -> None:
+        """Score the offer a step passed over against what the step emitted, as if it had
+        been verified: its tokens agree with the emitted ones up to ``matched``; a
+        disagreement inside them is the rejection a verify would have made, and agreement
+        through all of them a step seen that deep. Sampled, the emitted token is a draw
+        from the target's distribution, so it agrees with a lookup token with the
+        probability a verify accepts it. Without this an offer whose evidence lost once
+        was never verified again while the model's chains won (greedy answers from a
+        passage: the default at 0.83 of prompt lookup alone)."""
+        if not self.lookup or not offer.tokens or not emitted:
+            return
+        n = min(len(offer.tokens), len(emitted))
+        matched = next((i for i in range(n) if offer.tokens[i] != emitted[i]), n)
+        seen = self.evidence.setdefault(offer.evidence, DepthAcceptance())
+        seen.decay(AUTO_DECAY)
+        seen.observe(matched + 1 if matched < n else matched, matched)
 
     def _observe_chain(self, height: int, accepted: int) -> None:
         context = self.contexts.setdefault(self._context, DepthAcceptance())

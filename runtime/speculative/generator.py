@@ -120,6 +120,8 @@ class SpeculativeTokenGenerator:
                 break
             root, step = outcome
             policy.observe(choice, step)
+            if offer is not None and not choice.lookup:
+                policy.shadow(offer, sink.history[-step.emitted :])
         return kv.committed
 
     def _decode(

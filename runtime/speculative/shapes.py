@@ -90,6 +90,10 @@ class TreePolicy(ABC):
     def observe(self, choice: Choice, step: StepOutcome) -> None:  # noqa: B027
         """Feedback after a step that ran ``choice``."""
 
+    def shadow(self, offer: Offer, emitted: Sequence[int]) -> None:  # noqa: B027
+        """After a step that did not verify ``offer``: the tokens it ``emitted``, which say
+        what the offer would have accepted."""
+
     def needs_costs(self) -> bool:
         """Whether the generator should measure the step costs (``costs.measure_costs``)
         and hand them over (``use_costs``) before the next step (a fixed shape never

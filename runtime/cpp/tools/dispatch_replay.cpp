@@ -2,7 +2,8 @@
 // recorded sequence of steps, for tests that hold its choices to the Python dispatcher's.
 // Step i offers `offers[i]` lookup tokens found by `evidence[i]` (0: no offer), runs what
 // the dispatcher chooses, accepts min(depths[i], its height) tokens, and its calls take
-// the recorded costs times (1 + noise[i]); a second request begins halfway
+// the recorded costs times (1 + noise[i]); a step that passes the offer over scores it
+// against emitted tokens that follow it for depths[i] tokens; a second request begins halfway
 // (tests/runtime/cpp/test_cpp_dispatcher.py).
 //   etspec_dispatch_replay REQUEST.json
 //   request {"verify_width", "verify_widths", "branching", "model", "decode", "lookup",
@@ -97,6 +98,11 @@ int main(int argc, char** argv) {
         name = shape.name;
       }
       policy.observe(choice, step);
+      if (offer && !choice.lookup) {  // the text follows the offer (zeros) for depths[i] tokens
+        std::vector<int64_t> emitted(step.emitted(), 1);
+        for (int64_t j = 0; j < std::min(depths[i], step.emitted()); ++j) emitted[j] = 0;
+        policy.shadow(*offer, emitted.data(), step.emitted());
+      }
       answer["chosen"].push_back(name);
     }
     for (const etspec::TreeShape* s : policy.candidates()) {

@@ -70,6 +70,9 @@ def _python(req: dict) -> dict:  # type: ignore[type-arg]
             )  # fmt: skip
             name = choice.shape.name
         policy.observe(choice, step)
+        if offer is not None and not choice.lookup:  # the text follows the offer for `depth`
+            emitted = step.emitted
+            policy.shadow(offer, [0] * min(depth, emitted) + [1] * max(0, emitted - depth))
         chosen.append(name)
     names = [s.name for s in policy.candidates()]
     return {"candidates": names, "chosen": chosen, "rated": policy.rated,

@@ -282,6 +282,17 @@ void Dispatcher::observe_chain(int64_t height, int64_t accepted) {
   }
 }
 
+void Dispatcher::shadow(const Offer& offer, const int64_t* first, int64_t emitted) {
+  // The offer scored against what the step emitted, as if verified (dispatcher.py shadow).
+  if (!lookup_ || offer.tokens.empty() || emitted <= 0) return;
+  const int64_t n = std::min<int64_t>(static_cast<int64_t>(offer.tokens.size()), emitted);
+  int64_t matched = 0;
+  while (matched < n && offer.tokens[matched] == first[matched]) ++matched;
+  DepthAcceptance& seen = evidence_[offer.evidence];
+  seen.decay(contract::kAutoDecay);
+  seen.observe(matched < n ? matched + 1 : matched, matched);
+}
+
 double Dispatcher::estimate(const TreeShape& shape) {
   const StepCosts& costs = model_.costs();
   if (!shape.max_nodes) return 1.0 / costs.predict(shape, widths_);

@@ -65,6 +65,7 @@ class Dispatcher : public TreePolicy {
     settled_ = 0;
   }
   void observe(const Choice& choice, const StepOutcome& step) override;
+  void shadow(const Offer& offer, const int64_t* first, int64_t emitted) override;
   // Once: a call no step made for long costs its probe time scaled (CostModel).
   bool needs_costs() const override { return !model_.ready(); }
   void use_costs(const StepCosts& costs) override;

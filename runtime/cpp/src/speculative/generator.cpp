@@ -76,6 +76,10 @@ int64_t SpeculativeTokenGenerator::generate(GenerationContext& ctx, Sink& sink) 
                          : speculate(ctx, sink, kv, root, choice, offer ? &*offer : nullptr, height);
     if (!step) break;
     policy.observe(choice, *step);
+    if (offer && !choice.lookup) {
+      const std::vector<int64_t>& history = sink.history();
+      policy.shadow(*offer, history.data() + history.size() - step->emitted(), step->emitted());
+    }
   }
   return kv.committed();
 }

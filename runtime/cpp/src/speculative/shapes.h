@@ -102,6 +102,9 @@ class TreePolicy {
   // A request starts (the dispatcher weighs what earlier ones taught less).
   virtual void begin() {}
   virtual void observe(const Choice& choice, const StepOutcome& step) {}
+  // After a step that did not verify `offer`: the tokens it emitted (`emitted` of them,
+  // at `first`), which say what the offer would have accepted (dispatcher.py shadow).
+  virtual void shadow(const Offer& offer, const int64_t* first, int64_t emitted) {}
   // Whether the generator should measure the step costs (speculative/costs.h
   // measure_costs) and hand them over before the next step (a fixed shape never needs them).
   virtual bool needs_costs() const { return false; }
