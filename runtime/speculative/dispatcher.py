@@ -7,7 +7,8 @@ most tokens per second on this artifact and this machine, and it does so across 
   offered when the policy is ``auto``);
 - **lookup**: the drafter's offer (prompt lookup's match, ``Offer``), cut to its best prefix,
   judged by the acceptance seen under the same evidence (the matched n-gram's length: under
-  sampling a 1-gram match rarely pays for its verify, a 3-gram one nearly always does);
+  sampling a 1-gram match rarely pays for its verify, a 3-gram one nearly always does),
+  scored also in the steps that pass it over, against what they emitted (``shadow``);
 - **each model shape** the drafter can grow: chains of every length (their acceptance pooled
   by depth, so a step of any chain informs every length, and so does a tree's first branch:
   the chain of the draft's top tokens) and trees, each judged as its first branch's chain
