@@ -271,9 +271,11 @@ class Dispatcher(TreePolicy):
             return
         n = min(len(offer.tokens), len(emitted))
         matched = next((i for i in range(n) if offer.tokens[i] != emitted[i]), n)
-        seen = self.evidence.setdefault(offer.evidence, DepthAcceptance())
-        seen.decay(AUTO_DECAY)
-        seen.observe(matched + 1 if matched < n else matched, matched)
+        # No AUTO_DECAY here: what the offer's own verifies taught at deeper depths, which a
+        # passed-over step cannot see, would fade at every step that passes it over.
+        self.evidence.setdefault(offer.evidence, DepthAcceptance()).observe(
+            matched + 1 if matched < n else matched, matched
+        )
 
     def _observe_chain(self, height: int, accepted: int) -> None:
         context = self.contexts.setdefault(self._context, DepthAcceptance())

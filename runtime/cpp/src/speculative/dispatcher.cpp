@@ -288,9 +288,8 @@ void Dispatcher::shadow(const Offer& offer, const int64_t* first, int64_t emitte
   const int64_t n = std::min<int64_t>(static_cast<int64_t>(offer.tokens.size()), emitted);
   int64_t matched = 0;
   while (matched < n && offer.tokens[matched] == first[matched]) ++matched;
-  DepthAcceptance& seen = evidence_[offer.evidence];
-  seen.decay(contract::kAutoDecay);
-  seen.observe(matched < n ? matched + 1 : matched, matched);
+  // No kAutoDecay here: the offer's own verifies' deeper depths would fade (dispatcher.py).
+  evidence_[offer.evidence].observe(matched < n ? matched + 1 : matched, matched);
 }
 
 double Dispatcher::estimate(const TreeShape& shape) {
