@@ -923,6 +923,13 @@ class TargetMetadata(_Metadata):
     def hidden_state_width(self) -> int:
         return self.hidden_size * len(self.hidden_state_layers)
 
+    @property
+    def row_quantized(self) -> bool:
+        """Whether the recipe quantizes activations per row (``ROW_QUANTIZED_DTYPES``): a
+        row's logits then depend on its attention's column order, so only rows laid out
+        as a decode's reproduce its tokens (no branching trees, no scratch rows)."""
+        return self.dtype in ROW_QUANTIZED_DTYPES
+
     def verify_method(self, width: int) -> str:
         """The method verifying ``width`` rows (one of ``verify_widths``)."""
         return verify_method_name(width, self.verify_width)

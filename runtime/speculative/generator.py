@@ -10,7 +10,6 @@ import torch
 from etspec.contract import (
     DEFAULT_KV_STRATEGY,
     LOOKUP_LABEL,
-    ROW_QUANTIZED_DTYPES,
     TARGET_DECODE,
     TargetMetadata,
     message,
@@ -265,7 +264,7 @@ def check_exact(shape: TreeShape, target: TargetMetadata, branching: bool) -> No
     """Refuse a tree that a drafter would branch on a target whose recipe quantizes
     activations per row (``contract.ROW_QUANTIZED_DTYPES``): its rows would not reproduce
     the decode's tokens."""
-    if branching and target.dtype in ROW_QUANTIZED_DTYPES and not isinstance(shape, ChainShape):
+    if branching and target.row_quantized and not isinstance(shape, ChainShape):
         raise EtspecError(message("inexact_tree", name=shape.name, dtype=target.dtype))
 
 

@@ -33,7 +33,6 @@ from etspec.contract import (
     KV_STRATEGIES,
     MASK_MIN,
     POSITION_OVERWRITE,
-    ROW_QUANTIZED_DTYPES,
     TARGET_COMMIT,
     TARGET_DECODE,
     TargetMetadata,
@@ -63,7 +62,7 @@ def check_kv_strategy(meta: TargetMetadata, strategy: str) -> None:
         raise EtspecError(
             message("kv_strategy_unsupported", strategy=strategy, supported=meta.kv_strategies)
         )
-    if strategy != POSITION_OVERWRITE and meta.dtype in ROW_QUANTIZED_DTYPES:
+    if strategy != POSITION_OVERWRITE and meta.row_quantized:
         raise EtspecError(message("inexact_kv", strategy=strategy, dtype=meta.dtype))
 
 

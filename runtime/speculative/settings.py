@@ -10,7 +10,6 @@ from etspec.contract import (
     AUTO_MAX_CHAIN,
     DEFAULT_DYNAMIC_TOPK,
     NO_DRAFT_SHAPE,
-    ROW_QUANTIZED_DTYPES,
     STATIC_TREE_MAX_NODES,
     TargetMetadata,
     default_dynamic_depth,
@@ -54,7 +53,7 @@ def auto_candidates(target: TargetMetadata, branching: bool) -> list[TreeShape]:
     ``contract.ROW_QUANTIZED_DTYPES``). The step that drafts nothing and the drafter's offers
     are the dispatcher's own."""
     shapes: dict[str, TreeShape] = {}
-    branching = branching and target.dtype not in ROW_QUANTIZED_DTYPES
+    branching = branching and not target.row_quantized
     # Every chain length is cheap to consider: they pool their acceptance (DepthAcceptance).
     longest = min(target.verify_width - 1, AUTO_MAX_CHAIN)
     for n in range(1, longest + 1):

@@ -261,6 +261,13 @@ int64_t TargetMetadata::verify_width_for(int64_t rows) const {
 std::string TargetMetadata::hidden_spec() const {
   return contract::hidden_spec_text(hidden_state_point, hidden_state_layers);
 }
+
+bool TargetMetadata::row_quantized() const {
+  for (const char* quantized : contract::kRowQuantizedDtypes) {
+    if (dtype == quantized) return true;
+  }
+  return false;
+}
 std::string DraftMetadata::extend_method(int64_t width) const {
   return contract::width_method(contract::kDRAFT_EXTEND, width, extend_width);
 }

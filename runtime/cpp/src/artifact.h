@@ -37,6 +37,8 @@ struct TargetMetadata {
   std::string verify_method(int64_t width) const;
   int64_t verify_width_for(int64_t rows) const;
   std::string hidden_spec() const;
+  // Whether the recipe quantizes activations per row (contract.ROW_QUANTIZED_DTYPES).
+  bool row_quantized() const;
 };
 
 struct DraftMetadata {

@@ -311,9 +311,7 @@ std::vector<std::unique_ptr<TreeShape>> auto_candidates(const TargetMetadata& ta
                                                         bool branching) {
   // No trees on a recipe that quantizes activations per row (contract.ROW_QUANTIZED_DTYPES):
   // a tree's other column order can flip a greedy token there.
-  for (const char* dtype : contract::kRowQuantizedDtypes) {
-    if (target.dtype == dtype) branching = false;
-  }
+  branching = branching && !target.row_quantized();
   std::vector<std::unique_ptr<TreeShape>> shapes;
   auto add = [&](std::unique_ptr<TreeShape> s) {
     for (const auto& have : shapes) {

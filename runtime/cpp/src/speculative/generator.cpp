@@ -31,8 +31,7 @@ SpeculativeTokenGenerator::SpeculativeTokenGenerator(
   }
   // Trees a drafter branches on, and scratch rows, are refused on a target whose recipe
   // quantizes activations per row (contract.ROW_QUANTIZED_DTYPES): generator.py check_exact.
-  bool row_quantized = false;
-  for (const char* dtype : contract::kRowQuantizedDtypes) row_quantized |= target.dtype == dtype;
+  const bool row_quantized = target.row_quantized();
   if (row_quantized && kv_strategy_ != contract::kPositionOverwrite) {
     throw Error(message("inexact_kv", {{"strategy", kv_strategy_}, {"dtype", target.dtype}}));
   }
