@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -34,7 +33,7 @@ import torch
 from etspec.errors import CheckpointError
 from etspec.files import check_free_space, check_output_folder
 from etspec.models.gguf_llama import LLAMA_ARCHITECTURES, llama_config, llama_tensors
-from etspec.models.gguf_read import GGUFMetadata, decode_tensors, open_gguf
+from etspec.models.gguf_read import GGUFMetadata, check_gguf_layout, decode_tensors, open_gguf
 from etspec.models.gguf_tokenizer import (
     build_tokenizer,
     gemma_tokenizer,
@@ -137,9 +136,11 @@ def _usual_modes(folder: Path) -> None:
 
 
 def fp32_bytes(path: str | Path) -> int:
-    """What the converted weights take (fp32), from the tensor shapes alone."""
-    reader = open_gguf(path)
-    return sum(4 * math.prod(int(n) for n in t.shape) for t in reader.tensors)
+    """What the converted weights take (fp32), from the tensor records alone (the layout
+    walk; ``gguf``'s reader took 8 s over Gemma 3 270M's 262k-token vocabulary)."""
+    if not Path(path).is_file():
+        raise CheckpointError(f"{path}: no such file")
+    return 4 * check_gguf_layout(Path(path))[2]
 
 
 def convert_gguf(

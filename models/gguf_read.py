@@ -40,7 +40,7 @@ def open_gguf(path: str | Path, architectures: tuple[str, ...] = ()) -> Any:
     p = Path(path)
     if not p.is_file():
         raise CheckpointError(f"{p}: no such file")
-    scalars, blocks = check_gguf_layout(p)
+    scalars, blocks, _ = check_gguf_layout(p)
     if architectures:
         arch = scalars.get("general.architecture")
         if arch not in architectures:
@@ -66,13 +66,13 @@ _GGUF_STRING, _GGUF_ARRAY = 8, 9
 _GGUF_INTS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 10: "<Q", 11: "<q"}
 
 
-def check_gguf_layout(path: Path) -> tuple[dict[str, Any], int]:
+def check_gguf_layout(path: Path) -> tuple[dict[str, Any], int, int]:
     """Walk the header, every metadata value and every tensor record, checking each count and
     length against the bytes the file has left, before the ``gguf`` package allocates for
     them: a 120 KB file whose token-type count claimed 2^62 grew ~180 MB/s inside its reader.
     One line naming what is out of bounds. Returns the short scalar metadata (strings,
-    integers) and the number of blocks its tensors name (``blk.N.``), for the checks a
-    conversion can make before the reader runs."""
+    integers), the number of blocks its tensors name (``blk.N.``) and the values its
+    tensors hold, for the checks a conversion can make before the reader runs."""
     with open(path, "rb") as f:
         try:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -82,11 +82,11 @@ def check_gguf_layout(path: Path) -> tuple[dict[str, Any], int]:
         return _walk_gguf(path, data)
 
 
-def _walk_gguf(path: Path, data: mmap.mmap) -> tuple[dict[str, Any], int]:
+def _walk_gguf(path: Path, data: mmap.mmap) -> tuple[dict[str, Any], int, int]:
     end = len(data)
     pos = 0
     scalars: dict[str, Any] = {}
-    blocks = 0
+    blocks = values = 0
 
     def take(n: int, what: str) -> int:
         nonlocal pos
@@ -161,8 +161,9 @@ def _walk_gguf(path: Path, data: mmap.mmap) -> tuple[dict[str, Any], int]:
         dims = number("<I", what)
         if dims > 8:  # ggml has at most 4
             raise CheckpointError(f"{path}: not a readable GGUF file ({what}: {dims} dimensions)")
-        take(8 * dims + 4 + 8, what)
-    return scalars, blocks
+        values += math.prod(number("<Q", what) for _ in range(dims))
+        take(4 + 8, what)
+    return scalars, blocks, values
 
 
 def _is_int(value: Any) -> bool:
