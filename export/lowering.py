@@ -71,10 +71,12 @@ def lower(
         _one_copy_of_each_blob(),
         _provenance_shared(),
         _weights_shared_with_delegates(backend),
-        _preprocess_in_parallel(backend),
+        _preprocess_in_background(backend) as background,
         Progress(desc) as progress,
     ):
-        program = _lower(methods, constant_methods, backend, progress, share_cache, keep_out)
+        program = _lower(
+            methods, constant_methods, backend, progress, background, share_cache, keep_out
+        )
         return seal(program.buffer)
 
 
@@ -100,9 +102,11 @@ def lower_to_file(
         _one_copy_of_each_blob(),
         _provenance_shared(),
         _weights_shared_with_delegates(backend),
-        _preprocess_in_parallel(backend),
+        _preprocess_in_background(backend) as background,
     ):
-        program = _lower(methods, constant_methods, backend, progress, True, keep_out, quantized)
+        program = _lower(
+            methods, constant_methods, backend, progress, background, True, keep_out, quantized
+        )
         progress.stage(f"write {path.name}")
         try:
             write_atomically(path, functools.partial(_write_sealed, program), replace)
@@ -218,21 +222,21 @@ def _provenance_shared() -> Iterator[None]:
         cls.__init__ = original  # type: ignore[method-assign]
 
 
-# The methods XNNPACK preprocesses at once (one forked worker each); more workers than cores
-# only add memory (each holds a copy of the graphs it works on).
+# The processes a method's lowering may keep busy: the exporting process and N-1 forked
+# workers preprocessing its partitions; more than the cores it may use only add memory.
 PREPROCESS_WORKERS_ENV = "ETSPEC_EXPORT_WORKERS"
 
 
-def _preprocess_workers(jobs: int) -> int:
+def _preprocess_workers() -> int:
     value = os.environ.get(PREPROCESS_WORKERS_ENV, "").strip()
     try:
-        wanted = int(value) if value else len(os.sched_getaffinity(0))
+        return max(1, int(value) if value else len(os.sched_getaffinity(0)))
     except (ValueError, AttributeError):
-        wanted = os.cpu_count() or 1
-    return max(1, min(wanted, jobs))
+        return os.cpu_count() or 1
 
 
 _PREPROCESS_JOBS: tuple[Any, dict[str, list[Any]], dict[str, list[Any]]] | None = None
+_PENDING = b"etspec: preprocessed in a worker, result pending "
 
 
 def _preprocess_one(job: tuple[str, int]) -> Any:
@@ -245,20 +249,83 @@ def _preprocess_one(job: tuple[str, int]) -> Any:
     return backend_cls.preprocess(programs[method][i], specs[method][i])
 
 
+class _Preprocessing:
+    """XNNPACK's preprocessing of the methods already partitioned, running in forked
+    workers while the exporting process decomposes and partitions the next method."""
+
+    def __init__(self) -> None:
+        self.workers = _preprocess_workers()
+        self.pending: dict[bytes, tuple[Any, int]] = {}  # placeholder -> (results, index)
+        self.pools: list[Any] = []
+
+    def fork(self) -> bool:
+        return self.workers >= 2 and "fork" in multiprocessing.get_all_start_methods()
+
+    def submit(self, cls: Any, programs: dict[str, list[Any]], specs: dict[str, list[Any]]) -> Any:
+        """Start the partitions' preprocess in a worker forked now; placeholders meanwhile
+        (``fill`` puts the results in the lowered modules)."""
+        from executorch.exir.backend.backend_details import PreprocessResult
+
+        global _PREPROCESS_JOBS
+        jobs = [(m, i) for m, progs in programs.items() for i in range(len(progs))]
+        _PREPROCESS_JOBS = (cls, programs, specs)
+        try:  # the worker sees the programs as they are at this fork
+            pool = multiprocessing.get_context("fork").Pool(min(len(jobs), self.workers - 1))
+        finally:
+            _PREPROCESS_JOBS = None
+        results = pool.map_async(_preprocess_one, jobs, chunksize=1)
+        pool.close()
+        self.pools.append(pool)
+        out: dict[str, list[Any]] = {m: [] for m in programs}
+        for n, (m, _) in enumerate(jobs):
+            mark = _PENDING + f"{len(self.pending)}".encode()
+            self.pending[mark] = (results, n)
+            out[m].append(PreprocessResult(processed_bytes=mark, debug_handle_map={}))
+        return out
+
+    def fill(self, programs: dict[str, Any]) -> None:
+        """Wait for every worker and put its results in the lowered modules holding their
+        placeholders; identical weight blobs of different methods become one object, as
+        ``_one_copy_of_each_blob`` makes them in one process."""
+        from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+        seen: dict[tuple[int, bytes], bytes] = {}
+        for program in programs.values():
+            for module in program.graph_module.modules():
+                if not isinstance(module, LoweredBackendModule):
+                    continue
+                mark = module.processed_bytes
+                if mark not in self.pending:
+                    continue
+                results, n = self.pending.pop(mark)
+                result = results.get()[n]
+                store = result.data_store_output
+                if store is not None:
+                    store.buffers = [_one_of(seen, b) for b in store.buffers]
+                module._processed_bytes = result.processed_bytes
+                module._named_data_store_output = store
+                module.meta["debug_handle_map"] = result.debug_handle_map
+                if result._delegate_info_meta is not None:
+                    module.meta["_delegate_info_meta"] = result._delegate_info_meta
+        assert not self.pending, "a preprocessed partition found no lowered module"
+        for pool in self.pools:
+            pool.join()
+
+
 @contextlib.contextmanager
-def _preprocess_in_parallel(backend: str) -> Iterator[None]:
+def _preprocess_in_background(backend: str) -> Iterator[_Preprocessing]:
     """XNNPACK's preprocess re-traces each method's graph once per pass: two thirds of
-    Gemma 3 270M's lowering (measured: 68% of 398 s), method after method, on one core. The
-    methods are independent (ExecuTorch's default ``preprocess_multimethod`` is a loop over
-    them), so here each runs in a forked worker, as many at once as there are cores; the
-    parent gets each result back (its bytes and the weights it packed) and hands identical
-    weight blobs on as one object, as ``_one_copy_of_each_blob`` does in one process.
+    Gemma 3 270M's lowering (measured: 68% of 398 s), and ExecuTorch runs it method after
+    method in the exporting process, after every method is decomposed and partitioned.
+    ``_lower`` lowers the methods one at a time, and each method's preprocessing runs in a
+    worker forked when it is partitioned, beside the decomposition of the next; ``fill``
+    collects the results before the program is emitted.
 
     ExecuTorch deep-copies every partition's program before preprocessing it, so that the
     passes leave the program it keeps untouched (measured without those copies: Gemma 3
     270M's lowering 321 -> 308 s, the artifact byte for byte the same).
     A forked worker's passes change only its own copy-on-write pages, so the copies are made
-    only where preprocess runs in this process (one method, or no fork)."""
+    only where preprocess runs in this process (``ETSPEC_EXPORT_WORKERS=1``, or no fork)."""
     from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend
 
     name, copy_name = "preprocess_multimethod", "copy_exported_program_for_preprocess"
@@ -266,41 +333,26 @@ def _preprocess_in_parallel(backend: str) -> Iterator[None]:
     own_copy = XnnpackBackend.__dict__.get(copy_name)
     serial = XnnpackBackend.preprocess_multimethod
     copy = XnnpackBackend.copy_exported_program_for_preprocess
+    background = _Preprocessing()
 
-    def parallel(cls: Any, programs: dict[str, list[Any]], specs: dict[str, list[Any]]) -> Any:
-        global _PREPROCESS_JOBS
-        # Largest first, so the last worker to finish is not the one with the biggest method.
-        jobs = sorted(
-            ((m, i) for m, progs in programs.items() for i in range(len(progs))),
-            key=lambda job: -len(programs[job[0]][job[1]].graph.nodes),
-        )
-        workers = _preprocess_workers(len(jobs))
-        if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    def in_background(cls: Any, programs: dict[str, list[Any]], specs: dict[str, list[Any]]) -> Any:
+        if not background.fork():
             # Here the passes run in this process: on copies, as ExecuTorch makes them.
             copies = {m: [copy(p, s) for p, s in zip(progs, specs[m], strict=True)]
                       for m, progs in programs.items()}  # fmt: skip
             return serial(copies, specs)
-        _PREPROCESS_JOBS = (cls, programs, specs)
-        try:
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
-                done = dict(zip(jobs, pool.map(_preprocess_one, jobs, chunksize=1), strict=True))
-        finally:
-            _PREPROCESS_JOBS = None
-        seen: dict[tuple[int, bytes], bytes] = {}
-        for result in done.values():
-            store = result.data_store_output
-            if store is not None:
-                store.buffers = [_one_of(seen, b) for b in store.buffers]
-        return {m: [done[(m, i)] for i in range(len(progs))] for m, progs in programs.items()}
+        return background.submit(cls, programs, specs)
 
     def uncopied(cls: Any, edge_program: Any, compile_specs: Any) -> Any:
         return edge_program
 
-    XnnpackBackend.preprocess_multimethod = classmethod(parallel)  # type: ignore[method-assign,assignment]
+    XnnpackBackend.preprocess_multimethod = classmethod(in_background)  # type: ignore[method-assign,assignment]
     XnnpackBackend.copy_exported_program_for_preprocess = classmethod(uncopied)  # type: ignore[method-assign,assignment]
     try:
-        yield
+        yield background
     finally:
+        for pool in background.pools:
+            pool.terminate()  # after fill, a no-op; after a failure, no orphaned worker
         for attr, method in ((name, own), (copy_name, own_copy)):
             if method is None:
                 delattr(XnnpackBackend, attr)
@@ -362,12 +414,14 @@ def _lower(
     constant_methods: dict[str, Any],
     backend: str,
     progress: Progress,
+    background: _Preprocessing,
     share_cache: bool,
     keep_out: frozenset[str] = frozenset(),
     quantized: bool = False,
 ) -> Any:
     from executorch.exir import (
         EdgeCompileConfig,
+        EdgeProgramManager,
         ExecutorchBackendConfig,
         to_edge_transform_and_lower,
     )
@@ -376,25 +430,30 @@ def _lower(
     make_partitioners = backend_entry(backend).partitioner
     partitioner = make_partitioners(keep_out) if make_partitioners else []
     exported = {}
-    progress.expect(len(methods) + 3)
+    progress.expect(2 * len(methods) + 2)
+    config = EdgeCompileConfig(_check_ir_validity=False)
     with torch.no_grad():
         for name, (module, example, dynamic) in methods.items():
             progress.stage(f"export {name}")
             exported[name] = torch.export.export(
                 module, example, dynamic_shapes=dynamic, strict=False
             )
-        progress.stage(f"lower to {backend}")
-        edge = to_edge_transform_and_lower(
-            exported,
-            partitioner=partitioner,
-            compile_config=EdgeCompileConfig(_check_ir_validity=False),
-            constant_methods=constant_methods,
-        )
+        # One method at a time, so that each method's preprocessing (in the background)
+        # runs beside the next one's decomposition and partitioning.
+        lowered = {}
+        for name in list(exported):
+            progress.stage(f"lower {name} to {backend}")
+            one = to_edge_transform_and_lower(
+                {name: exported.pop(name)}, partitioner=partitioner, compile_config=config
+            )
+            lowered[name] = one.exported_program(name)
+        progress.stage(f"finish lowering to {backend}")
+        background.fill(lowered)
+        edge = EdgeProgramManager(lowered, constant_methods, config)
         if quantized:
             for name in edge.methods:
                 _explicit_dequantize_dtype(edge.exported_program(name).graph_module)
         progress.stage("emit the program")
-        del exported  # the edge programs hold what is still needed
         program = edge.to_executorch(
             ExecutorchBackendConfig(
                 memory_planning_pass=MemoryPlanningPass(

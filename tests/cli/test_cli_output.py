@@ -47,7 +47,12 @@ def test_export_prints_its_stages_and_no_warnings(artifacts, tmp_path: Path) -> 
         "export target_verify",
         "export target_commit",
         "export target_reset",
-        "lower to xnnpack",
+        "lower target_prefill to xnnpack",
+        "lower target_decode to xnnpack",
+        "lower target_verify to xnnpack",
+        "lower target_commit to xnnpack",
+        "lower target_reset to xnnpack",
+        "finish lowering to xnnpack",
         "emit the program",
         "write t.pte",
     ], res.stderr

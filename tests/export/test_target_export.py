@@ -315,9 +315,10 @@ def test_a_large_tied_table_is_stored_once_a_small_one_packed(tmp_path, monkeypa
 
 
 def test_methods_preprocessed_in_parallel_give_the_serial_program(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """XNNPACK's preprocess runs each method in a forked worker (as many as cores,
-    ETSPEC_EXPORT_WORKERS caps them): the program is byte for byte the one-process one, and
-    the work did run outside the parent."""
+    """XNNPACK's preprocess of each method runs in a worker forked once the method is
+    partitioned, beside the next method's lowering (ETSPEC_EXPORT_WORKERS=1: in the
+    exporting process): the program is byte for byte the one-process one, and the work did
+    run outside the parent."""
     import os
 
     from executorch.backends.xnnpack.xnnpack_preprocess import XnnpackBackend

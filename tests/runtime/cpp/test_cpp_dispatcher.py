@@ -26,7 +26,7 @@ def _python(req: dict) -> dict:  # type: ignore[type-arg]
     """The replay of runtime/cpp/tools/dispatch_replay.cpp, on the Python dispatcher."""
     widths = req["verify_widths"]
     meta = SimpleNamespace(
-        verify_width=req["verify_width"], verify_widths=tuple(widths), dtype="fp32"
+        verify_width=req["verify_width"], verify_widths=tuple(widths), row_quantized=False
     )
     c = req["costs"]
     costs = StepCosts({int(w): s for w, s in c["verify_s"].items()}, c["draft_s"],
