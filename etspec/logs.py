@@ -22,8 +22,9 @@ from collections.abc import Iterator
 
 LOG = logging.getLogger("etspec.thirdparty")
 # Libraries whose loggers (and their children's) warn about their own set-up: optional
-# CUDA kernels and Triton, deprecations inside torch.
-NOISY_LOGGERS = ("torchao", "torch")
+# CUDA kernels and Triton, deprecations inside torch, and XNNPACK's partitioner calling
+# ExecuTorch's ``to_backend`` deprecated (export/decompose.py calls it on purpose).
+NOISY_LOGGERS = ("torchao", "torch", "executorch.backends.xnnpack.partition")
 
 
 class _Relay(logging.Handler):

@@ -21,6 +21,7 @@ from etspec.contract import OPENVINO
 from etspec.errors import ExportError
 from etspec.export.backends import backend as backend_entry
 from etspec.export.backends import check_options
+from etspec.export.decompose import to_edge_and_lower
 from etspec.files import write_atomically
 from etspec.models.methods import Methods
 from etspec.progress import Progress
@@ -423,7 +424,6 @@ def _lower(
         EdgeCompileConfig,
         EdgeProgramManager,
         ExecutorchBackendConfig,
-        to_edge_transform_and_lower,
     )
     from executorch.exir.passes import MemoryPlanningPass
 
@@ -443,10 +443,7 @@ def _lower(
         lowered = {}
         for name in list(exported):
             progress.stage(f"lower {name} to {backend}")
-            one = to_edge_transform_and_lower(
-                {name: exported.pop(name)}, partitioner=partitioner, compile_config=config
-            )
-            lowered[name] = one.exported_program(name)
+            lowered[name] = to_edge_and_lower(name, exported.pop(name), partitioner, config)
         progress.stage(f"finish lowering to {backend}")
         background.fill(lowered)
         edge = EdgeProgramManager(lowered, constant_methods, config)

@@ -26,6 +26,7 @@ from torch import nn
 from etspec import logs
 from etspec.contract import DTYPES
 from etspec.errors import ExportError
+from etspec.models.hqq import fitted_in_blocks
 
 GROUP_SIZE = 32  # int4 groups of input channels; other widths take the int8 per-row scheme
 
@@ -75,6 +76,13 @@ def quantize(
         from torchao.quantization.quant_api import quantize_
 
     _untie(model, head)
+    with fitted_in_blocks():  # torchao's scales, fitted a cache-sized block at a time
+        _quantize(model, r, head, keep, quantize_)
+
+
+def _quantize(
+    model: nn.Module, r: Recipe, head: str, keep: Collection[str], quantize_: Callable[..., None]
+) -> None:
 
     def is_head(fqn: str) -> bool:
         return fqn.split(".")[-1] == head
