@@ -7,6 +7,7 @@
 #   bash scripts/bench_tasks.sh                 # greedy and sampled (T=0.8, top-p 0.95, no
 #                                               # seed), RUNS="1 2 3"
 #   MODES=sampled LOAD=1 bash scripts/bench_tasks.sh  # beside one `nice -n 19` busy process
+#   CONTROL=1 bash scripts/bench_tasks.sh       # also target-only timed again (--control)
 #
 # Each run's full report (every prompt's record) goes to docs/results/, and
 # scripts/tasks_table.py writes the table over the runs of a mode.
@@ -22,7 +23,9 @@ cpp=${CPP:-build/cpp/etspec_runner}
     exit 1
 }
 [ -x "$cpp" ] || bash runtime/cpp/build.sh >/dev/null
-tag=${NAME:-tasks}${LOAD:+-load}
+tag=${NAME:-tasks}${LOAD:+-load}${CONTROL:+-control}
+control=()
+[ -n "${CONTROL:-}" ] && control=(--control)
 busy=
 if [ -n "${LOAD:-}" ]; then
     nice -n 19 python3 -c 'while True: pass' &
@@ -37,7 +40,7 @@ for mode in ${MODES:-greedy sampled}; do
         out=docs/results/gemma3-270m-$tag-$mode-run$run.json
         etspec bench --target "$target" --draft "$draft" \
             --draft-methods prompt-lookup,eagle3,combined --trees auto --prompts tasks \
-            --cpp-runner "$cpp" "${args[@]}" --json "$out" --force
+            --cpp-runner "$cpp" "${control[@]}" "${args[@]}" --json "$out" --force
         runs+=("$out")
     done
     python3 scripts/tasks_table.py "${runs[@]}" --json "docs/results/gemma3-270m-$tag-$mode.json"

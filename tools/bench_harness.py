@@ -34,6 +34,10 @@ from etspec.tools import attribution
 from etspec.tools.prompts import Prompt
 
 BASELINE = "target-only"
+# ``etspec bench --control``: the same target-only runner timed a second time, prompt by
+# prompt beside the others, so its speedup over BASELINE (1 but for timing) shows how far a
+# per-prompt ratio scatters on this machine.
+CONTROL = "target-only again"
 
 
 # Between one turn's answer and the next turn: the bundled tokenizer has no chat template, so

@@ -26,6 +26,7 @@ from etspec.runtime.speculative.settings import parse_shape
 from etspec.tools import attribution
 from etspec.tools.bench_harness import (
     BASELINE,
+    CONTROL,
     BenchFailure,
     manifest,
     merge_shards,
@@ -58,6 +59,8 @@ class BenchRequest:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     sweep: str | None = None
     draft_windows: tuple[int, ...] = ()
+    # Target-only timed again as CONTROL (an A/A comparison: the noise on a speedup).
+    control: bool = False
     outside: OutsideSystems = field(default_factory=OutsideSystems)
     json_out: Path | None = None
     traces_out: Path | None = None
@@ -174,7 +177,11 @@ def bench(req: BenchRequest) -> BenchOutcome | None:
         for shape in sweep_trees(req.sweep, widest):
             trees.setdefault(shape.name, shape)
     base, speculative = load_systems(spec, trees, req.draft_windows, req.methods)
-    systems: dict[str, Any] = {BASELINE: base, **speculative}
+    systems: dict[str, Any] = {
+        BASELINE: base,
+        **({CONTROL: base} if req.control else {}),
+        **speculative,
+    }
     others = outside_systems(req.outside, spec, base, trees, req.methods)
     systems.update(others.systems)
     dump_dir = out.parent if out is not None else Path.cwd()

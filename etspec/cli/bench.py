@@ -94,6 +94,13 @@ from etspec.errors import EtspecError
     help="The draft's checkpoint folder, for --eager-target.",
 )
 @click.option(
+    "--control",
+    is_flag=True,
+    help="Also time target-only a second time, interleaved like every other system, as "
+    "`target-only again`: its speedups are the machine's timing noise on a ratio, the bar a "
+    "per-prompt figure must clear.",
+)
+@click.option(
     "--draft-windows",
     default=None,
     help="Drafter-only window ablation (EAGLE-Pangu Table 3): the first of --trees again "
@@ -166,6 +173,7 @@ def bench(**kw: Any) -> None:
         sampling=SamplingConfig(kw["temperature"], kw["top_k"], kw["top_p"], kw["seed"]),
         sweep=kw["sweep"],
         draft_windows=draft_windows(kw["draft_windows"]),
+        control=kw["control"],
         outside=OutsideSystems(
             kw["eager_target"],
             kw["eager_draft"],

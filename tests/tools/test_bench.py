@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from etspec.artifact import open_artifact
 from etspec.cli import main
 from etspec.errors import EtspecError
-from etspec.tools.bench_harness import BASELINE, percentile, summarize
+from etspec.tools.bench_harness import BASELINE, CONTROL, percentile, summarize
 from etspec.tools.prompts import humaneval_prompts, jsonl_prompts
 
 
@@ -695,6 +695,26 @@ def test_draft_windows_name_systems_and_need_a_draft(artifacts, tmp_path: Path) 
     ]:
         res = CliRunner().invoke(main, _bench_args(case.pte, prompts, tmp_path / "b.json", *extra))
         assert res.exit_code == 1 and message in res.output, res.output
+
+
+def test_control_times_target_only_again_beside_the_others(artifacts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``--control``: target-only a second time, interleaved, under CONTROL: the same tokens
+    as target-only's and a speedup over it that only timing moves (an A/A ratio)."""
+    case = artifacts.target("mistral_tied")
+    prompts = _prompt_file(tmp_path / "p.jsonl", 3)
+    out = tmp_path / "b.json"
+    res = CliRunner().invoke(main, _bench_args(case.pte, prompts, out, "--control"))
+    assert res.exit_code == 0, res.output
+    report = json.loads(out.read_text())
+    assert list(report["records"]) == [BASELINE, CONTROL, "chain3"]
+    control = report["summary"][CONTROL]
+    assert control["identical"] == 3 and control["identical_to"] == BASELINE
+    assert control["speedup"]["mean"] > 0 and "tpc" not in control
+    assert [r["token_ids"] for r in report["records"][CONTROL]] == [
+        r["token_ids"] for r in report["records"][BASELINE]
+    ]
+    assert f"| {CONTROL} |" in res.output
+    assert report["manifest"]["settings"]["control"] is True
 
 
 def test_window_plot_rows_follow_table_3() -> None:
