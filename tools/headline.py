@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from etspec.tools.tasks_table import markdown, table
+from etspec.tools.tasks_table import against_alone, markdown, table
 
 HEADLINE_DIR = Path("docs/results/headline")
 BEGIN = "<!-- headline: python -m etspec.tools.headline writes this from docs/results/headline/ -->"
@@ -230,7 +230,9 @@ def results_block(data: dict[str, list[dict[str, Any]]]) -> str:
         "scripts/reproduce.sh [--quick]` leaves in [results/headline/](results/headline/); "
         "rerun both to refresh them. Speedups are each run's mean per-prompt speedup against "
         "the same runtime's target-only, averaged over runs; step and token shares say which "
-        "drafter produced each step (none: a plain decode)."
+        "drafter produced each step (none: a plain decode). Under each task table, set by "
+        "set: the default's per-prompt means over the runs against the faster drafter "
+        "alone, and the paired t over the set's prompts."
     ]
     for mode in ("sampled", "greedy"):
         runs = data.get(f"gemma-tasks-{mode}")
@@ -241,7 +243,7 @@ def results_block(data: dict[str, list[dict[str, Any]]]) -> str:
                 if mode == "sampled"
                 else f"### Gemma 3 270M on task prompts, {mode}",
                 _machine(runs),
-                markdown(table(runs)),
+                markdown({**table(runs), "against_alone": against_alone(runs)}),
             ]
     greedy, sampled = data.get("gemma-draft-chain5-greedy"), data.get("gemma-draft-chain5-sampled")
     if greedy and sampled:

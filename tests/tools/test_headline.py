@@ -54,6 +54,17 @@ def test_readme_and_results_md_are_generated_from_the_files(data: dict) -> None:
     assert _block((ROOT / "docs/results.md").read_text()) == headline.results_block(data)
 
 
+def test_each_task_table_weighs_the_default_against_the_faster_drafter_alone(data: dict) -> None:
+    block = headline.results_block(data)
+    for mode in ("sampled", "greedy"):
+        section = block.split(f"### Gemma 3 270M on task prompts, {mode}", 1)[1].split("###")[0]
+        rows = section.split("| the default against the faster drafter alone |", 1)[1]
+        for runtime in ("python", "cpp"):
+            cells = rows.split(f"\n| {runtime} | ", 1)[1].split("\n", 1)[0].split(" | ")
+            assert len(cells) == len(TASK_SETS), cells
+            assert all(" of prompt-lookup" in c or " of eagle3" in c for c in cells), cells
+
+
 def test_the_files_measured_heads_code(data: dict) -> None:
     if (
         subprocess.run(
