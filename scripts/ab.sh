@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Whether a change is faster: the working tree's etspec against another revision's, on
-# Gemma 3 270M's task prompts, run alternately (base, new, base, new, ...), then paired
+# Gemma 3 270M's task prompts, run alternately (base, new, new, base, ...), then paired
 # prompt by prompt (python -m etspec.tools.paired).
 #
 #   bash scripts/ab.sh BASE_REV                     # seeded sampled, the default, 3 runs each
@@ -37,8 +37,13 @@ import etspec.runtime
 assert etspec.runtime.__file__.startswith(sys.path[0]), etspec.runtime.__file__
 runpy.run_module('etspec', run_name='__main__')
 " "$work/site")
+# Alternated base, new | new, base | ...: a machine that speeds up or slows down through the
+# runs (the first run of a session was the slowest of six, an A/A's 0.97 of the rest) weighs
+# on both alike.
 for run in $(seq "${RUNS:-3}"); do
-    for version in base new; do
+    order="base new"
+    [ $((run % 2)) = 0 ] && order="new base"
+    for version in $order; do
         cmd=(etspec)
         [ "$version" = base ] && cmd=("${base[@]}")
         echo "--- $version, run $run"
