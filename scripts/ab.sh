@@ -27,7 +27,9 @@ rm -f "$out"/base-run*.json "$out"/new-run*.json
 work=$(mktemp -d)
 trap 'git worktree remove --force "$work/tree" 2>/dev/null || true; rm -rf "$work"' EXIT
 git worktree add -q --detach "$work/tree" "$rev"
-pip install -q --no-deps --no-build-isolation --target "$work/site" "$work/tree" >/dev/null
+# Installed inside its own worktree, so a run's manifest names BASE_REV as its revision.
+site=$work/tree/.ab-site
+pip install -q --no-deps --no-build-isolation --target "$site" "$work/tree" >/dev/null
 # The base: its install ahead of everything, the editable install's import hook removed.
 base=(python3 -c "
 import runpy, sys
@@ -36,10 +38,9 @@ sys.path.insert(0, sys.argv.pop(1))
 import etspec.runtime
 assert etspec.runtime.__file__.startswith(sys.path[0]), etspec.runtime.__file__
 runpy.run_module('etspec', run_name='__main__')
-" "$work/site")
+" "$site")
 # Alternated base, new | new, base | ...: a machine that speeds up or slows down through the
-# runs (the first run of a session was the slowest of six, an A/A's 0.97 of the rest) weighs
-# on both alike.
+# runs weighs on both alike.
 for run in $(seq "${RUNS:-3}"); do
     order="base new"
     [ $((run % 2)) = 0 ] && order="new base"
