@@ -453,6 +453,13 @@ AUTO_FORGET = 0.998
 # requests taught is a prior the new text soon outweighs (a draft that paid on one kind of
 # prompt is judged again on the next).
 AUTO_REQUEST_DECAY = 0.5
+# At the start of each request, a lookup evidence's counts are also cut to at most this many
+# steps' worth (its acceptance kept): what the passed-over offers of a long earlier answer
+# scored (hundreds of steps, decayed only by AUTO_FORGET) must not keep a lookup that fails
+# on the new text above a decode for dozens of its steps (sampled summaries: a 1-gram match
+# that paid half its verifies on one answer and 4% on the next); the new text's own steps,
+# and the offers scored beside them, outweigh it in a few.
+AUTO_REQUEST_PRIOR_STEPS = 4.0
 # A probe is a step whose way is chosen on its optimism alone (its mean rate is below the
 # best mean rate: a way written off, or never run). What probes lose (their seconds beyond
 # what the best way would have taken for the tokens they emitted) may reach this share of
@@ -1170,6 +1177,7 @@ def cpp_header() -> str:
         f"inline constexpr double kAutoDecay = {AUTO_DECAY!r};",
         f"inline constexpr double kAutoForget = {AUTO_FORGET!r};",
         f"inline constexpr double kAutoRequestDecay = {AUTO_REQUEST_DECAY!r};",
+        f"inline constexpr double kAutoRequestPriorSteps = {AUTO_REQUEST_PRIOR_STEPS!r};",
         f"inline constexpr double kAutoProbeShare = {AUTO_PROBE_SHARE!r};",
         f"inline constexpr long kAutoProbeCreditSteps = {AUTO_PROBE_CREDIT_STEPS};",
         f"inline constexpr double kAutoSettledDrift = {AUTO_SETTLED_DRIFT!r};",

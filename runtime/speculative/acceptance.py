@@ -61,6 +61,12 @@ class DepthAcceptance:
         self.reached = [r * factor for r in self.reached]
         self.accepted = [a * factor for a in self.accepted]
 
+    def cap(self, steps: float) -> None:
+        """Scale the counts so at most ``steps`` steps reached depth 1: the acceptance at
+        every depth is kept, its weight against new steps bounded."""
+        if self.reached and self.reached[0] > steps:
+            self.decay(steps / self.reached[0])
+
     def observe(self, height: int, accepted: int) -> None:
         """A step that drafted ``height`` tokens and accepted ``accepted`` of them."""
         deepest = min(accepted + 1, height)

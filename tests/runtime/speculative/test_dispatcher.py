@@ -439,6 +439,63 @@ def test_an_offer_passed_over_is_scored_against_what_the_step_emitted(shadow: bo
         assert used["lookup"] < 0.1 * 400, used  # what the default did on those prompts
 
 
+def test_depth_acceptance_cap_keeps_the_rates_and_bounds_the_weight() -> None:
+    acc = DepthAcceptance()
+    for accepted in (3, 3, 1, 0, 2, 3, 0, 1):
+        acc.observe(3, accepted)
+    rates = [a / r for a, r in zip(acc.accepted, acc.reached, strict=True)]
+    acc.cap(4.0)
+    assert acc.reached[0] == pytest.approx(4.0)
+    assert [a / r for a, r in zip(acc.accepted, acc.reached, strict=True)] == pytest.approx(rates)
+    before = list(acc.reached)
+    acc.cap(5.0)  # already within: untouched
+    assert acc.reached == before
+
+
+def _lookup_request(policy: Dispatcher, rng: random.Random, rate: float, steps: int) -> int:
+    """One request of ``steps`` steps, each offered a 1-gram match whose tokens the text
+    goes on with at ``rate`` a depth; offers passed over are scored (``shadow``). Returns
+    the steps that verified the offer."""
+    costs = policy.costs()
+    agree = _geometric(rng, [rate])
+    offered = Offer(list(range(100, 104)), "ngram1")
+    policy.begin()
+    verified = 0
+    for _ in range(steps):
+        goes_on = agree(4)
+        choice = policy.choose(offered, 1 << 20)
+        step = _step(choice, goes_on, costs)
+        if choice.lookup:
+            verified += 1
+            step = replace(step, evidence=offered.evidence)
+        policy.observe(choice, step)
+        if not choice.lookup:
+            policy.shadow(offered, [*offered.tokens[:goes_on], -1][: step.emitted])
+    return verified
+
+
+@pytest.mark.parametrize(
+    ("before", "now", "verified"), [(0.5, 0.03, (0, 24)), (0.03, 0.6, (110, 120))]
+)
+def test_a_lookup_is_judged_on_the_new_request_within_a_few_steps(
+    before: float, now: float, verified: tuple[int, int]
+) -> None:
+    """Sampled summaries: a 1-gram match that paid half its verifies over a long answer
+    fails on the next one (4%). What the first answer taught (hundreds of steps, most of
+    them offers passed over and scored) is cut to AUTO_REQUEST_PRIOR_STEPS steps' worth at
+    the new request, so the failing lookup runs on at most 24 of its 120 steps (4-18 here;
+    52 with the counts only halved); and a lookup written off before runs on at least 110
+    of the new request's 120 steps where it now pays (all here; 57 with them halved)."""
+    costs = StepCosts({4: 1.25, 8: 1.6, 16: 2.2}, 0.0, 1, decode_s=1.0)
+    rng = random.Random(5)
+    policy = _dispatcher([], costs, lookup=True)
+    for _ in range(3):
+        _lookup_request(policy, rng, before, 400)
+    runs = [_lookup_request(policy, random.Random(seed), now, 120) for seed in range(4)]
+    lo, hi = verified
+    assert all(lo <= r <= hi for r in runs), runs
+
+
 @pytest.mark.parametrize(("tree_accepts", "winner"), [(1, "chain3"), (2, "tree")])
 def test_auto_tries_both_and_picks_between_chain_and_tree(tree_accepts: int, winner: str) -> None:
     rng = random.Random(2)

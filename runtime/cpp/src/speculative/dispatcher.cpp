@@ -47,6 +47,10 @@ void DepthAcceptance::decay(double factor) {
   }
 }
 
+void DepthAcceptance::cap(double steps) {
+  if (!reached.empty() && reached[0] > steps) decay(steps / reached[0]);
+}
+
 void DepthAcceptance::observe(int64_t height, int64_t accepted_tokens) {
   const int64_t deepest = std::min(accepted_tokens + 1, height);
   while (static_cast<int64_t>(reached.size()) < deepest) {

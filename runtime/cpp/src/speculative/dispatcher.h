@@ -37,6 +37,8 @@ struct StepRecord {
 struct DepthAcceptance {
   std::vector<double> reached, accepted;
   void decay(double factor);
+  // Scale the counts so at most `steps` steps reached depth 1 (the acceptance kept).
+  void cap(double steps);
   void observe(int64_t height, int64_t accepted_tokens);
   // (P(depth d accepted | all shallower accepted), its count) for d = 1..length, each with a
   // prior worth two steps: prior's estimate at the depth when given, else this one's at the
@@ -62,6 +64,7 @@ class Dispatcher : public TreePolicy {
   bool takes_offers() const override { return lookup_; }
   void begin() override {
     decay_all(contract::kAutoRequestDecay);
+    for (auto& [_, seen] : evidence_) seen.cap(contract::kAutoRequestPriorSteps);
     settled_ = 0;
   }
   void observe(const Choice& choice, const StepOutcome& step) override;
