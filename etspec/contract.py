@@ -453,12 +453,14 @@ AUTO_FORGET = 0.998
 # requests taught is a prior the new text soon outweighs (a draft that paid on one kind of
 # prompt is judged again on the next).
 AUTO_REQUEST_DECAY = 0.5
-# At the start of each request, a lookup evidence's counts are also cut to at most this many
-# steps' worth (its acceptance kept): what the passed-over offers of a long earlier answer
-# scored (hundreds of steps, decayed only by AUTO_FORGET) must not keep a lookup that fails
-# on the new text above a decode for dozens of its steps (sampled summaries: a 1-gram match
-# that paid half its verifies on one answer and 4% on the next); the new text's own steps,
-# and the offers scored beside them, outweigh it in a few.
+# At the start of each request, every way's counts (a lookup evidence's, the model's chain
+# acceptance pooled and per context, a tree's) are also cut to at most this many steps'
+# worth (the acceptance kept): what earlier requests taught must not keep a way that fails
+# on the new text above a decode for dozens of its steps. Sampled summaries: a 1-gram match
+# that paid half its verifies on one answer (hundreds of passed-over offers scored, decayed
+# only by AUTO_FORGET) and 4% on the next; a draft whose acceptance moves from request to
+# request (a sampled text's own draw), whose halved counts were still worth about 20 steps.
+# The new text's own steps, and the offers scored beside them, outweigh it in a few.
 AUTO_REQUEST_PRIOR_STEPS = 4.0
 # A probe is a step whose way is chosen on its optimism alone (its mean rate is below the
 # best mean rate: a way written off, or never run). What probes lose (their seconds beyond

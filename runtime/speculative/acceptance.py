@@ -25,6 +25,12 @@ class StepRecord:
         self.tokens *= factor
         self.squares *= factor
 
+    def cap(self, steps: float) -> None:
+        """Scale the counts to at most ``steps`` steps: the mean and spread kept, their
+        weight against new steps bounded."""
+        if self.steps > steps:
+            self.decay(steps / self.steps)
+
     def add(self, tokens: int) -> None:
         self.steps += 1
         self.tokens += tokens

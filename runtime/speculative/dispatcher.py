@@ -26,8 +26,8 @@ pays costs at most that share). What a statistic saw decays by
 a way that stops paying is dropped within a few dozen of its steps; and everything decays by
 ``AUTO_FORGET`` every step, so a way written off regains its optimism slowly and is probed
 again now and then (a probe costs at most one step's loss); at each request's start by
-``AUTO_REQUEST_DECAY``, so earlier requests are a prior the new text soon outweighs (a
-lookup evidence's at most ``AUTO_REQUEST_PRIOR_STEPS`` steps' worth). A decode
+``AUTO_REQUEST_DECAY``, so earlier requests are a prior the new text soon outweighs (each
+way's at most ``AUTO_REQUEST_PRIOR_STEPS`` steps' worth). A decode
 that leads every other way settles the steps after it (``AUTO_SETTLED_DRIFT``): those the
 drafter offers nothing for decode without being rated, so a draft that never pays costs no
 rating on most steps. Every estimate
@@ -222,8 +222,10 @@ class Dispatcher(TreePolicy):
 
     def begin(self) -> None:
         self._decay_all(AUTO_REQUEST_DECAY)
-        for seen in self.evidence.values():
-            seen.cap(AUTO_REQUEST_PRIOR_STEPS)
+        for acc in (self.chains, *self.contexts.values(), *self.evidence.values()):
+            acc.cap(AUTO_REQUEST_PRIOR_STEPS)
+        for rec in self.trees.values():
+            rec.cap(AUTO_REQUEST_PRIOR_STEPS)
         self._settled = 0
 
     def observe(self, choice: Choice, step: StepOutcome) -> None:

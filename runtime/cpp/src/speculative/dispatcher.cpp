@@ -25,6 +25,10 @@ void StepRecord::decay(double factor) {
   squares *= factor;
 }
 
+void StepRecord::cap(double at_most) {
+  if (steps > at_most) decay(at_most / steps);
+}
+
 void StepRecord::add(int64_t emitted) {
   steps += 1;
   tokens += emitted;

@@ -27,6 +27,8 @@ struct StepRecord {
   double steps = 0, tokens = 0, squares = 0;
   int64_t runs = 0;  // steps run, undecayed
   void decay(double factor);
+  // Scale the counts to at most `at_most` steps (the mean and spread kept).
+  void cap(double at_most);
   void add(int64_t emitted);
   // Mean tokens per step plus z standard errors (a prior of one token squared worth two
   // steps); nullopt: no steps.
@@ -64,7 +66,10 @@ class Dispatcher : public TreePolicy {
   bool takes_offers() const override { return lookup_; }
   void begin() override {
     decay_all(contract::kAutoRequestDecay);
+    chains_.cap(contract::kAutoRequestPriorSteps);
+    for (auto& [_, acc] : contexts_) acc.cap(contract::kAutoRequestPriorSteps);
     for (auto& [_, seen] : evidence_) seen.cap(contract::kAutoRequestPriorSteps);
+    for (auto& [_, rec] : trees_) rec.cap(contract::kAutoRequestPriorSteps);
     settled_ = 0;
   }
   void observe(const Choice& choice, const StepOutcome& step) override;
