@@ -11,7 +11,9 @@ lookup; the model's chains and trees) and of the tokens they emitted
 4-grams seen before: what prompt lookup can predict); then, per runtime and set, the
 default (``combined auto``) against the faster of the drafters alone: the ratio of their
 means of per-prompt mean speedups over the runs, and the paired t statistic over the set's
-prompts (what "the default >= the faster drafter alone" rests on).
+prompts (what "the default >= the faster drafter alone" rests on); and, where the runs
+also timed fixed shapes of the default's drafter (``--trees auto,chain2,...``), ``auto``
+against the best of them per runtime and set, the same way.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ def against_alone(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, A
     samples of the set; its prompts are), with the paired t over the set's prompts."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for prefix in ("", "cpp "):
-        if prefix + DEFAULT not in runs[0]["records"]:
+        if any(prefix + n not in runs[0]["records"] for n in (DEFAULT, *ALONE)):
             continue
         speed: dict[tuple[str, str], list[float]] = defaultdict(list)
         for run in runs:
@@ -120,6 +122,59 @@ def against_alone(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, A
                 "t": statistics.mean(diff) / (sd / len(diff) ** 0.5) if sd else None,
                 "prompts": len(ids),
             }
+    return out
+
+
+def against_best_shape(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per runtime and set (and "all"): the default (``combined auto``) against the fastest
+    fixed shape of the same drafter timed beside it (``combined chain3``, ...), as
+    ``against_alone`` compares drafters, and each run's ratio over every prompt. Empty when
+    the runs timed no fixed shape."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    drafter = DEFAULT.split()[0]
+    for prefix in ("", "cpp "):
+        names = [
+            n[len(prefix) :]
+            for n in runs[0]["records"]
+            if n.startswith(prefix + drafter + " ")
+            and (prefix or not n.startswith("cpp "))
+            and n[len(prefix) :] != DEFAULT
+        ]
+        if prefix + DEFAULT not in runs[0]["records"] or not names:
+            continue
+        speed: dict[tuple[str, str], list[float]] = defaultdict(list)
+        per_run: list[dict[str, float]] = []
+        for run in runs:
+            recs = run["records"]
+            base = {r["prompt_id"]: r["tokens_per_s"] for r in recs[baseline(prefix + DEFAULT)]}
+            run_mean: dict[str, float] = {}
+            for name in (DEFAULT, *names):
+                values = [r["tokens_per_s"] / base[r["prompt_id"]] for r in recs[prefix + name]]
+                for r, v in zip(recs[prefix + name], values, strict=True):
+                    speed[(name, r["prompt_id"])].append(v)
+                run_mean[name] = statistics.mean(values)
+            best_run = max(names, key=lambda n: run_mean[n])
+            per_run.append({"ratio": run_mean[DEFAULT] / run_mean[best_run], "best": best_run})
+        mean = {k: statistics.mean(v) for k, v in speed.items()}
+        sets: dict[str, list[str]] = defaultdict(list)
+        for name, pid in mean:
+            if name == DEFAULT:
+                sets["all"].append(pid)
+                sets[pid.split("/")[0]].append(pid)
+        runtime = out.setdefault(prefix.strip() or "python", {})
+        for key, ids in sets.items():
+            shape = {n: statistics.mean(mean[(n, i)] for i in ids) for n in names}
+            best = max(shape, key=lambda n: shape[n])
+            diff = [mean[(DEFAULT, i)] - mean[(best, i)] for i in ids]
+            sd = statistics.stdev(diff) if len(diff) > 1 else 0.0
+            runtime[key] = {
+                "best_shape": best,
+                "best_speedup": shape[best],
+                "ratio": statistics.mean(mean[(DEFAULT, i)] for i in ids) / shape[best],
+                "t": statistics.mean(diff) / (sd / len(diff) ** 0.5) if sd else None,
+                "prompts": len(ids),
+            }
+        runtime["all"]["per_run"] = per_run
     return out
 
 
@@ -161,6 +216,24 @@ def markdown(result: dict[str, Any]) -> str:
                 t = "" if v["t"] is None else f", t {v['t']:.1f}"
                 cells.append(f"{v['ratio']:.3f} of {v['faster_alone'].split()[0]}{t}")
             rows.append(f"| {runtime} | " + " | ".join(cells) + " |")
+    versus = result.get("against_best_shape") or {}
+    if versus:
+        keys = ["all", *sets]
+        rows += ["", "| `auto` against the best fixed shape | " + " | ".join(keys) + " |"]
+        rows.append("|" + "---|" * (len(keys) + 1))
+        for runtime, per_set in versus.items():
+            cells = []
+            for k in keys:
+                v = per_set[k]
+                t = "" if v["t"] is None else f", t {v['t']:.1f}"
+                shape = v["best_shape"].split()[-1]
+                cells.append(f"{v['ratio']:.3f} ({shape} {v['best_speedup']:.2f}x{t})")
+            rows.append(f"| {runtime} | " + " | ".join(cells) + " |")
+        for runtime, per_set in versus.items():
+            each = ", ".join(
+                f"{r['ratio']:.3f} ({r['best'].split()[-1]})" for r in per_set["all"]["per_run"]
+            )
+            rows.append(f"\n{runtime}, each run over every prompt: {each}")
     return "\n".join(rows)
 
 
@@ -171,6 +244,7 @@ def main(runs: tuple[Path, ...], json_out: Path | None) -> None:
     loaded = [json.loads(p.read_text()) for p in runs]
     result = table(loaded)
     result["against_alone"] = against_alone(loaded)
+    result["against_best_shape"] = against_best_shape(loaded)
     result["files"] = [str(p) for p in runs]
     click.echo(markdown(result))
     if json_out is not None:

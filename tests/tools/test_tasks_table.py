@@ -1,4 +1,5 @@
-"""The default against the faster drafter alone, per set (tools/tasks_table.py)."""
+"""The default against the faster drafter alone and against the best fixed shape, per set
+(tools/tasks_table.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from etspec.tools.tasks_table import against_alone, table
+from etspec.tools.tasks_table import against_alone, against_best_shape, table
 
 
 def _run(speeds: dict[str, list[float]]) -> dict[str, Any]:
@@ -52,3 +53,36 @@ def test_a_prompt_is_judged_by_each_run_and_by_its_mean_over_the_runs() -> None:
     got = table(runs)["systems"]["target-only again"]
     assert got["least_prompt"] == pytest.approx(0.9) and got["below_0.95"] == 1
     assert got["least_prompt_mean"] == pytest.approx(1.1)
+
+
+def test_auto_is_paired_with_the_best_fixed_shape_of_its_drafter_per_runtime() -> None:
+    """Over the runs qa/0 and qa/1 give chain2 1.5x and 1.1x, chain3 1.3x and 1.5x (mean 1.4,
+    the best) and auto 1.4x and 1.4x: 1.0 of chain3; another drafter's shape is no rival."""
+    runs = [
+        _run({"target-only": [100, 100], "combined auto": [150, 140],
+              "combined chain2": [160, 100], "combined chain3": [120, 160],
+              "eagle3 chain9": [900, 900], "cpp target-only": [100, 100],
+              "cpp combined auto": [100, 100], "cpp combined chain3": [120, 120]}),
+        _run({"target-only": [100, 100], "combined auto": [130, 140],
+              "combined chain2": [140, 120], "combined chain3": [140, 140],
+              "eagle3 chain9": [900, 900], "cpp target-only": [100, 100],
+              "cpp combined auto": [110, 110], "cpp combined chain3": [110, 110]}),
+    ]  # fmt: skip
+    got = against_best_shape(runs)
+    qa = got["python"]["qa"]
+    assert qa["best_shape"] == "combined chain3" and qa["prompts"] == 2
+    assert qa["best_speedup"] == pytest.approx(1.4) and qa["ratio"] == pytest.approx(1.0)
+    # Differences auto - chain3: 0.1 and -0.1 per prompt.
+    assert qa["t"] == pytest.approx(0.0)
+    # Run by run over every prompt: 1.45 / 1.4 (chain3), then 1.35 / 1.4 (chain3).
+    runs_all = got["python"]["all"]["per_run"]
+    assert [r["best"] for r in runs_all] == ["combined chain3", "combined chain3"]
+    assert [r["ratio"] for r in runs_all] == pytest.approx([1.45 / 1.4, 1.35 / 1.4])
+    cpp = got["cpp"]["all"]
+    assert cpp["best_shape"] == "combined chain3" and cpp["ratio"] == pytest.approx(1.05 / 1.15)
+
+
+def test_runs_without_fixed_shapes_have_no_best_shape_table() -> None:
+    run = _run({"target-only": [100, 100], "combined auto": [150, 150],
+                "prompt-lookup auto": [140, 140], "eagle3 auto": [100, 100]})  # fmt: skip
+    assert against_best_shape([run]) == {}
