@@ -8,6 +8,8 @@
 #                                               # seed), RUNS="1 2 3"
 #   MODES=sampled LOAD=1 bash scripts/bench_tasks.sh  # beside one `nice -n 19` busy process
 #   CONTROL=1 bash scripts/bench_tasks.sh       # also target-only timed again (--control)
+#   METHODS=combined TREES=auto,chain2,chain3,chain4,chain5 NAME=tasks-auto-vs-chains \
+#       bash scripts/bench_tasks.sh             # `auto` against fixed chains (the table's last)
 #
 # Each run's full report (every prompt's record) goes to docs/results/, and
 # scripts/tasks_table.py writes the table over the runs of a mode.
@@ -39,7 +41,8 @@ for mode in ${MODES:-greedy sampled}; do
     for run in ${RUNS:-1 2 3}; do
         out=docs/results/gemma3-270m-$tag-$mode-run$run.json
         etspec bench --target "$target" --draft "$draft" \
-            --draft-methods prompt-lookup,eagle3,combined --trees auto --prompts tasks \
+            --draft-methods "${METHODS:-prompt-lookup,eagle3,combined}" --trees "${TREES:-auto}" \
+            --prompts tasks \
             --cpp-runner "$cpp" "${control[@]}" "${args[@]}" --json "$out" --force
         runs+=("$out")
     done
