@@ -1,7 +1,7 @@
 """Per-call cost of a target artifact: decode and every verify width, at several contexts.
 
     python scripts/cost_curve.py --pte FILE.pte [--pte ...] [--context 64,512,2048]
-        [--repeats 100] [--json OUT.json] [--plot OUT.png]
+        [--repeats 100] [--after] [--json OUT.json] [--plot OUT.png]
 
 For each artifact and each context length L it times (median and 10th percentile of
 ``--repeats`` rounds, each calling every method once in turn, after a warm-up call)
@@ -11,6 +11,11 @@ builds), and reports milliseconds per call and ``t_verify(K) / t_decode``. Specu
 pays when verifying K tokens costs about what decoding one does, so this curve is what the
 exported widths and the dispatcher's candidates should follow. The committed cache holds
 whatever the previous calls wrote: costs do not depend on the values attended.
+
+``--after`` also times each call right after each other one (``"8 after 16"``: a verify of
+8 rows called just after one of 16; the median of ``--repeats`` such pairs): what a step's
+call costs can depend on the call the step before made, which a per-width cost model (the
+dispatcher's) then charges to whichever width comes next.
 
 Calls run through ``executorch.runtime`` in this process, with ExecuTorch's default thread
 count (the machine's cores); the JSON records the core count and load average.
@@ -52,6 +57,23 @@ def _timed(
     }
 
 
+def _after(
+    program: Any, calls: dict[str, tuple[str, tuple[torch.Tensor, ...]]], repeats: int
+) -> dict[str, float]:
+    """Milliseconds of each ``calls`` entry right after each entry (``"B after A"``): the
+    median over ``repeats`` pairs, the pairs in turn so a drift hits every pair alike."""
+    pairs = [(a, b) for a in calls for b in calls]
+    times: dict[str, list[float]] = {f"{b} after {a}": [] for a, b in pairs}
+    for _ in range(repeats):
+        for a, b in pairs:
+            program.run(calls[a][0], *calls[a][1])
+            method, inputs = calls[b]
+            t0 = time.perf_counter()
+            program.run(method, *inputs)
+            times[f"{b} after {a}"].append(time.perf_counter() - t0)
+    return {name: statistics.median(t) * 1e3 for name, t in times.items()}
+
+
 def _chain_inputs(meta: Any, layout: Any, k: int, c: int) -> tuple[torch.Tensor, ...]:
     """A K-row chain verify rooted at committed length ``c`` (as kv_cache.py builds it)."""
     from etspec.contract import MASK_MIN
@@ -67,7 +89,7 @@ def _chain_inputs(meta: Any, layout: Any, k: int, c: int) -> tuple[torch.Tensor,
     return torch.zeros(k, dtype=torch.long), slots.clone(), slots, mask, *layout.band(c, width)
 
 
-def measure(path: Path, contexts: list[int], repeats: int) -> dict[str, Any]:
+def measure(path: Path, contexts: list[int], repeats: int, after: bool = False) -> dict[str, Any]:
     from etspec.contract import TARGET_DECODE, TARGET_RESET
     from etspec.runtime.masks import MaskLayout
     from etspec.runtime.program import PteProgram
@@ -107,6 +129,11 @@ def measure(path: Path, contexts: list[int], repeats: int) -> dict[str, Any]:
         out["contexts"][str(c)] = row
         ratios = " ".join(f"K={k}: {v:.2f}x" for k, v in row["verify_over_decode"].items())
         click.echo(f"{path.name} L={c}: decode {row['decode_ms']:.2f} ms; {ratios}")
+        if after:
+            row["after_ms"] = _after(program, calls, repeats)
+            for b in calls:
+                cells = " ".join(f"{a}: {row['after_ms'][f'{b} after {a}']:.2f}" for a in calls)
+                click.echo(f"  {b} after  {cells} (ms)")
     return out
 
 
@@ -134,14 +161,28 @@ def _plot(results: list[dict[str, Any]], path: Path) -> None:
 @click.option("--pte", "ptes", multiple=True, required=True, type=click.Path(exists=True))
 @click.option("--context", default="64,512", show_default=True, help="Context lengths L.")
 @click.option("--repeats", default=100, show_default=True)
+@click.option("--after", is_flag=True, help="Also time each call right after each other one.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write results.")
 @click.option("--plot", type=click.Path(dir_okay=False), help="Write a PNG of the curves.")
 def main(
-    ptes: tuple[str, ...], context: str, repeats: int, json_out: str | None, plot: str | None
+    ptes: tuple[str, ...],
+    context: str,
+    repeats: int,
+    after: bool,
+    json_out: str | None,
+    plot: str | None,
 ) -> None:
     contexts = [int(c) for c in context.split(",")]
-    results = [measure(Path(p), contexts, repeats) for p in ptes]
-    doc = {"cores": os.cpu_count(), "load_average": os.getloadavg(), "results": results}
+    results = [measure(Path(p), contexts, repeats, after) for p in ptes]
+    from etspec.tools.bench_harness import manifest
+
+    settings = {"context": contexts, "repeats": repeats, "after": after}
+    doc = {
+        "manifest": manifest(settings, {f"target{i}": Path(p) for i, p in enumerate(ptes)}),
+        "cores": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "results": results,
+    }
     if json_out:
         Path(json_out).write_text(json.dumps(doc, indent=1))
     if plot:
