@@ -174,11 +174,14 @@ def main(
 ) -> None:
     contexts = [int(c) for c in context.split(",")]
     results = [measure(Path(p), contexts, repeats, after) for p in ptes]
-    from etspec.tools.bench_harness import manifest
+    for r in results:
+        r["artifact"] = artifact_record(Path(r["pte"]), "target")
+    from etspec.tools.bench_harness import artifact_record, manifest
 
     settings = {"context": contexts, "repeats": repeats, "after": after}
     doc = {
-        "manifest": manifest(settings, {f"target{i}": Path(p) for i, p in enumerate(ptes)}),
+        # The manifest's artifacts are one per kind: each target's record goes with its result.
+        "manifest": manifest(settings),
         "cores": os.cpu_count(),
         "load_average": os.getloadavg(),
         "results": results,
