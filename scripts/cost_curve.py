@@ -173,10 +173,11 @@ def main(
     plot: str | None,
 ) -> None:
     contexts = [int(c) for c in context.split(",")]
+    from etspec.tools.bench_harness import artifact_record, manifest
+
     results = [measure(Path(p), contexts, repeats, after) for p in ptes]
     for r in results:
         r["artifact"] = artifact_record(Path(r["pte"]), "target")
-    from etspec.tools.bench_harness import artifact_record, manifest
 
     settings = {"context": contexts, "repeats": repeats, "after": after}
     doc = {
