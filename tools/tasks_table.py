@@ -90,38 +90,62 @@ def table(runs: list[dict[str, Any]]) -> dict[str, Any]:
 DEFAULT, ALONE = "combined auto", ("prompt-lookup auto", "eagle3 auto")
 
 
+def _speeds(
+    runs: list[dict[str, Any]], prefix: str, names: list[str]
+) -> dict[tuple[str, str], float]:
+    """(system, prompt) -> its speedup over its runtime's target-only, averaged over the runs
+    (a prompt's runs are not independent samples of a set; its prompts are)."""
+    speed: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for run in runs:
+        recs = run["records"]
+        base = {r["prompt_id"]: r["tokens_per_s"] for r in recs[baseline(prefix + DEFAULT)]}
+        for name in names:
+            for r in recs[prefix + name]:
+                speed[(name, r["prompt_id"])].append(r["tokens_per_s"] / base[r["prompt_id"]])
+    return {k: statistics.mean(v) for k, v in speed.items()}
+
+
+def _sets(mean: dict[tuple[str, str], float], every: bool = False) -> dict[str, list[str]]:
+    """Set name -> the default's prompts in it (and "all": every prompt, when ``every``)."""
+    sets: dict[str, list[str]] = defaultdict(list)
+    for name, pid in mean:
+        if name == DEFAULT:
+            if every:
+                sets["all"].append(pid)
+            sets[pid.split("/")[0]].append(pid)
+    return sets
+
+
+def _against(
+    mean: dict[tuple[str, str], float], rivals: list[str], ids: list[str]
+) -> dict[str, Any]:
+    """The default against the best of ``rivals`` over the prompts ``ids``: the ratio of their
+    mean speedups and the paired t of the per-prompt differences (None if they are equal)."""
+    speed = {n: statistics.mean(mean[(n, i)] for i in ids) for n in rivals}
+    best = max(speed, key=lambda n: speed[n])
+    diff = [mean[(DEFAULT, i)] - mean[(best, i)] for i in ids]
+    sd = statistics.stdev(diff) if len(diff) > 1 else 0.0
+    return {
+        "best": best,
+        "best_speedup": speed[best],
+        "ratio": statistics.mean(mean[(DEFAULT, i)] for i in ids) / speed[best],
+        "t": statistics.mean(diff) / (sd / len(diff) ** 0.5) if sd else None,
+        "prompts": len(ids),
+    }
+
+
 def against_alone(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
     """Per runtime ("" Python, "cpp ") and set: the default against the faster drafter alone,
-    from per-prompt speedups averaged over the runs (a prompt's runs are not independent
-    samples of the set; its prompts are), with the paired t over the set's prompts."""
+    from per-prompt speedups averaged over the runs, with the paired t over the set's prompts."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for prefix in ("", "cpp "):
         if any(prefix + n not in runs[0]["records"] for n in (DEFAULT, *ALONE)):
             continue
-        speed: dict[tuple[str, str], list[float]] = defaultdict(list)
-        for run in runs:
-            recs = run["records"]
-            base = {r["prompt_id"]: r["tokens_per_s"] for r in recs[baseline(prefix + DEFAULT)]}
-            for name in (DEFAULT, *ALONE):
-                for r in recs[prefix + name]:
-                    speed[(name, r["prompt_id"])].append(r["tokens_per_s"] / base[r["prompt_id"]])
-        mean = {k: statistics.mean(v) for k, v in speed.items()}
-        sets: dict[str, list[str]] = defaultdict(list)
-        for name, pid in mean:
-            if name == DEFAULT:
-                sets[pid.split("/")[0]].append(pid)
+        mean = _speeds(runs, prefix, [DEFAULT, *ALONE])
         runtime = out.setdefault(prefix.strip() or "python", {})
-        for key, ids in sets.items():
-            alone = {n: statistics.mean(mean[(n, i)] for i in ids) for n in ALONE}
-            best = max(alone, key=lambda n: alone[n])
-            diff = [mean[(DEFAULT, i)] - mean[(best, i)] for i in ids]
-            sd = statistics.stdev(diff) if len(diff) > 1 else 0.0
-            runtime[key] = {
-                "faster_alone": best,
-                "ratio": statistics.mean(mean[(DEFAULT, i)] for i in ids) / alone[best],
-                "t": statistics.mean(diff) / (sd / len(diff) ** 0.5) if sd else None,
-                "prompts": len(ids),
-            }
+        for key, ids in _sets(mean).items():
+            got = _against(mean, list(ALONE), ids)
+            runtime[key] = {"faster_alone": got.pop("best"), **got}
     return out
 
 
@@ -142,38 +166,16 @@ def against_best_shape(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[s
         ]
         if prefix + DEFAULT not in runs[0]["records"] or not names:
             continue
-        speed: dict[tuple[str, str], list[float]] = defaultdict(list)
-        per_run: list[dict[str, float]] = []
-        for run in runs:
-            recs = run["records"]
-            base = {r["prompt_id"]: r["tokens_per_s"] for r in recs[baseline(prefix + DEFAULT)]}
-            run_mean: dict[str, float] = {}
-            for name in (DEFAULT, *names):
-                values = [r["tokens_per_s"] / base[r["prompt_id"]] for r in recs[prefix + name]]
-                for r, v in zip(recs[prefix + name], values, strict=True):
-                    speed[(name, r["prompt_id"])].append(v)
-                run_mean[name] = statistics.mean(values)
-            best_run = max(names, key=lambda n: run_mean[n])
-            per_run.append({"ratio": run_mean[DEFAULT] / run_mean[best_run], "best": best_run})
-        mean = {k: statistics.mean(v) for k, v in speed.items()}
-        sets: dict[str, list[str]] = defaultdict(list)
-        for name, pid in mean:
-            if name == DEFAULT:
-                sets["all"].append(pid)
-                sets[pid.split("/")[0]].append(pid)
+        per_run = []
+        for run in runs:  # each run over every prompt
+            one = _speeds([run], prefix, [DEFAULT, *names])
+            got = _against(one, names, _sets(one, every=True)["all"])
+            per_run.append({"ratio": got["ratio"], "best": got["best"]})
+        mean = _speeds(runs, prefix, [DEFAULT, *names])
         runtime = out.setdefault(prefix.strip() or "python", {})
-        for key, ids in sets.items():
-            shape = {n: statistics.mean(mean[(n, i)] for i in ids) for n in names}
-            best = max(shape, key=lambda n: shape[n])
-            diff = [mean[(DEFAULT, i)] - mean[(best, i)] for i in ids]
-            sd = statistics.stdev(diff) if len(diff) > 1 else 0.0
-            runtime[key] = {
-                "best_shape": best,
-                "best_speedup": shape[best],
-                "ratio": statistics.mean(mean[(DEFAULT, i)] for i in ids) / shape[best],
-                "t": statistics.mean(diff) / (sd / len(diff) ** 0.5) if sd else None,
-                "prompts": len(ids),
-            }
+        for key, ids in _sets(mean, every=True).items():
+            got = _against(mean, names, ids)
+            runtime[key] = {"best_shape": got.pop("best"), **got}
         runtime["all"]["per_run"] = per_run
     return out
 
