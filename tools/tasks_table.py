@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +181,25 @@ def against_best_shape(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[s
     return out
 
 
+def _t(v: dict[str, Any]) -> str:
+    return "" if v["t"] is None else f", t {v['t']:.1f}"
+
+
+def _versus_rows(
+    title: str,
+    keys: list[str],
+    versus: dict[str, dict[str, dict[str, Any]]],
+    cell: Callable[[dict[str, Any]], str],
+) -> list[str]:
+    """A table of one comparison: a row per runtime, a cell per set (none: no rows)."""
+    if not versus:
+        return []
+    rows = ["", f"| {title} | " + " | ".join(keys) + " |", "|" + "---|" * (len(keys) + 1)]
+    for runtime, per_set in versus.items():
+        rows.append(f"| {runtime} | " + " | ".join(cell(per_set[k]) for k in keys) + " |")
+    return rows
+
+
 def markdown(result: dict[str, Any]) -> str:
     systems = result["systems"]
     sets = [k for k in next(iter(systems.values()))["mean"] if k != "all"]
@@ -207,35 +227,26 @@ def markdown(result: dict[str, Any]) -> str:
         + " | ".join(f"{rep.get(k, 0):.0%}" for k in sets)
         + " | | | | |"
     )
-    versus = result.get("against_alone") or {}
-    if versus:
-        rows += ["", "| the default against the faster drafter alone | " + " | ".join(sets) + " |"]
-        rows.append("|" + "---|" * (len(sets) + 1))
-        for runtime, per_set in versus.items():
-            cells = []
-            for k in sets:
-                v = per_set[k]
-                t = "" if v["t"] is None else f", t {v['t']:.1f}"
-                cells.append(f"{v['ratio']:.3f} of {v['faster_alone'].split()[0]}{t}")
-            rows.append(f"| {runtime} | " + " | ".join(cells) + " |")
-    versus = result.get("against_best_shape") or {}
-    if versus:
-        keys = ["all", *sets]
-        rows += ["", "| `auto` against the best fixed shape | " + " | ".join(keys) + " |"]
-        rows.append("|" + "---|" * (len(keys) + 1))
-        for runtime, per_set in versus.items():
-            cells = []
-            for k in keys:
-                v = per_set[k]
-                t = "" if v["t"] is None else f", t {v['t']:.1f}"
-                shape = v["best_shape"].split()[-1]
-                cells.append(f"{v['ratio']:.3f} ({shape} {v['best_speedup']:.2f}x{t})")
-            rows.append(f"| {runtime} | " + " | ".join(cells) + " |")
-        for runtime, per_set in versus.items():
-            each = ", ".join(
-                f"{r['ratio']:.3f} ({r['best'].split()[-1]})" for r in per_set["all"]["per_run"]
-            )
-            rows.append(f"\n{runtime}, each run over every prompt: {each}")
+    rows += _versus_rows(
+        "the default against the faster drafter alone",
+        sets,
+        result.get("against_alone") or {},
+        lambda v: f"{v['ratio']:.3f} of {v['faster_alone'].split()[0]}{_t(v)}",
+    )
+    shapes = result.get("against_best_shape") or {}
+    rows += _versus_rows(
+        "`auto` against the best fixed shape",
+        ["all", *sets],
+        shapes,
+        lambda v: (
+            f"{v['ratio']:.3f} ({v['best_shape'].split()[-1]} {v['best_speedup']:.2f}x{_t(v)})"
+        ),
+    )
+    for runtime, per_set in shapes.items():
+        each = ", ".join(
+            f"{r['ratio']:.3f} ({r['best'].split()[-1]})" for r in per_set["all"]["per_run"]
+        )
+        rows.append(f"\n{runtime}, each run over every prompt: {each}")
     return "\n".join(rows)
 
 
