@@ -172,13 +172,12 @@ def main(
     json_out: str | None,
     plot: str | None,
 ) -> None:
-    contexts = [int(c) for c in context.split(",")]
     from etspec.tools.bench_harness import artifact_record, manifest
 
+    contexts = [int(c) for c in context.split(",")]
     results = [measure(Path(p), contexts, repeats, after) for p in ptes]
     for r in results:
         r["artifact"] = artifact_record(Path(r["pte"]), "target")
-
     settings = {"context": contexts, "repeats": repeats, "after": after}
     doc = {
         # The manifest's artifacts are one per kind: each target's record goes with its result.

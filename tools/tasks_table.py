@@ -161,9 +161,7 @@ def against_best_shape(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[s
         names = [
             n[len(prefix) :]
             for n in runs[0]["records"]
-            if n.startswith(prefix + drafter + " ")
-            and (prefix or not n.startswith("cpp "))
-            and n[len(prefix) :] != DEFAULT
+            if n.startswith(prefix + drafter + " ") and n[len(prefix) :] != DEFAULT
         ]
         if prefix + DEFAULT not in runs[0]["records"] or not names:
             continue
