@@ -367,6 +367,8 @@ SERVE_FIELDS = {
     "IgnoreEos": "ignore_eos",
     "ReusePrefix": "reuse_prefix",
     "Error": "error",
+    # In an answer of a runner under --tree auto: what it measured per candidate so far.
+    "PolicyReport": "policy_report",
 }
 # What each request field must hold, checked before the request runs (unknown fields are
 # refused: a misspelled "temperture" must not run greedy). Ranges the runner checks itself
@@ -393,7 +395,10 @@ SERVE_REQUEST = {
     "ignore_eos": "flag",
     "reuse_prefix": "flag",  # prefill only what follows what the KV cache holds of it
 }
-assert set(SERVE_REQUEST) == set(SERVE_FIELDS.values()) - {SERVE_FIELDS["Error"]}
+assert set(SERVE_REQUEST) == set(SERVE_FIELDS.values()) - {
+    SERVE_FIELDS["Error"],
+    SERVE_FIELDS["PolicyReport"],
+}
 assert set(SERVE_REQUEST.values()) <= set(SERVE_KINDS)
 # A user's value quoted in an error (a request field, a static tree spec) is cut to this many
 # characters: an error line stays one readable line.

@@ -233,8 +233,10 @@ def bench(req: BenchRequest) -> BenchOutcome | None:
             summary[name]["build"] = system.build
     for name, cold in first_calls.items():  # this rank's (rank 0's under torchrun)
         summary[name]["first_call"] = cold
-    for name, runner in speculative.items():
-        report = runner.describe().get("policy_report")
+    reports = {name: runner.describe().get("policy_report") for name, runner in speculative.items()}
+    for name, system in others.systems.items():  # the C++ runner's, from its last answer
+        reports[name] = getattr(system, "policy_report", None)
+    for name, report in reports.items():
         if report is not None:  # what --tree auto measured for each candidate (this rank)
             summary[name]["auto_report"] = report
     memory = memory_report(next(iter(speculative.values()), base))

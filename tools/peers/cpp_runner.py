@@ -86,6 +86,8 @@ class CppRunner(OutsidePeer):
         self.method_args, self.tree_args = list(method_args), list(tree_args)
         self._proc: subprocess.Popen[str] | None = None
         self._stderr: IO[str] | None = None
+        # What the binary's --tree auto measured per candidate, as of its last answer.
+        self.policy_report: dict[str, dict[str, float]] | None = None
         super().__init__(base)
 
     def command(self) -> list[str]:
@@ -149,6 +151,7 @@ class CppRunner(OutsidePeer):
         out = json.loads(line)
         if SERVE_FIELDS["Error"] in out:
             raise self._failed(out[SERVE_FIELDS["Error"]])
+        self.policy_report = out.get(SERVE_FIELDS["PolicyReport"], self.policy_report)
         stats = GenerationStats(**{k: v for k, v in out["stats"].items() if k in _STATS_FIELDS})
         new = out["token_ids"]  # its stats (memory too) are the binary's own process's
         text = self.base.tokenizer.decode(new) if self.base.tokenizer is not None else ""

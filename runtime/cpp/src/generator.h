@@ -41,6 +41,8 @@ class TokenGenerator {
   virtual void reset() {}
   // Bytes this generator adds beyond the target (draft weights and KV).
   virtual void memory(std::map<std::string, int64_t>& out) const {}
+  // What its tree policy measured per candidate (TreePolicy::report); "" for none.
+  virtual std::string policy_report() { return ""; }
 };
 
 class TextTokenGenerator : public TokenGenerator {

@@ -312,6 +312,11 @@ int serve_requests(etspec::Runner& runner, const etspec::GenerationConfig& defau
               ? etspec::Prompt(runner.chat_ids(as_json(request[contract::kServeMessages])))
               : etspec::Prompt(request.at(contract::kServePromptIds).get<std::vector<int64_t>>());
       answer = result_json(runner.generate(prompt, config));
+      const std::string report = runner.policy_report();
+      if (!report.empty()) {  // what --tree auto measured, for the benchmark's records
+        answer.pop_back();
+        answer += ", \"" + std::string(contract::kServePolicyReport) + "\": " + report + "}";
+      }
     } catch (const std::exception& e) {
       answer = as_json({{contract::kServeError, e.what()}});
     }

@@ -101,6 +101,9 @@ class Runner {
   void stop() { stop_ = true; }
   // Clears every cache: the target's and the generator's.
   void reset();
+  // What --tree auto measured per candidate so far, as a JSON object ("" for none:
+  // target-only or a fixed shape); not thread-safe against a running generate().
+  std::string policy_report() { return generator_ ? generator_->policy_report() : ""; }
 
   std::vector<int64_t> encode(const Prompt& prompt) const;
   // The prompt ids of `messages` rendered by the target's chat template up to the

@@ -195,6 +195,24 @@ def test_auto_tree_gives_python_s_ids(  # type: ignore[no-untyped-def]
     assert [o["token_ids"] for o in outs] == want
     shapes = {name for o in outs for name in o["stats"]["shape_steps"]}
     assert len(shapes) > 1, shapes
+    # Each answer carries what the dispatcher measured so far: Python's candidates, and
+    # steps per way that add up to the answers' steps, but for the step that ends each
+    # request (the sink stops it before the dispatcher observes it).
+    report = outs[-1]["policy_report"]
+    python = [k for k in runner.describe()["policy_report"] if not k.startswith(LOOKUP_LABEL)]
+    assert [k for k in report if not k.startswith(LOOKUP_LABEL)] == python
+    steps: dict[str, int] = {}
+    for o in outs:
+        for name, n in o["stats"]["shape_steps"].items():
+            steps[name] = steps.get(name, 0) + n
+    reported = {name: report[name]["steps"] for name in python}
+    lookups = [v["steps"] for k, v in report.items() if k.startswith(LOOKUP_LABEL)]
+    reported[LOOKUP_LABEL] = sum(lookups)
+    unseen = {name: steps.get(name, 0) - n for name, n in reported.items()}
+    assert min(unseen.values()) >= 0 and sum(unseen.values()) <= len(outs), unseen
+    assert sum(reported.values()) > len(outs)
+    for name in python:
+        assert report[name]["estimated_tokens_per_s"] > 0 < report[name]["predicted_step_s"]
 
 
 @pytest.mark.parametrize(("tree", "kv"), MODES[1:])

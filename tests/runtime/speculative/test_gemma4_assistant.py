@@ -239,3 +239,4 @@ def test_bench_runs_the_assistant_in_python_and_cpp(
     for name in ("chain3", "N7", "cpp chain3", "cpp N7"):
         assert summary[name]["identical"] == 3, name  # greedy: target-only's ids
         assert summary[name]["tpc"]["mean"] > 0 and "accept_pos" in summary[name], name
+        assert "auto_report" not in summary[name], name  # a fixed shape measures nothing

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "nlohmann/json.hpp"
 #include "speculative/dynamic_tree.h"
 #include "speculative/static_tree.h"
 
@@ -247,6 +248,8 @@ void Dispatcher::observe(const Choice& choice, const StepOutcome& step) {
     probing_ = 0;
   }
   const TreeShape& shape = *choice.shape;
+  if (choice.lookup) ++lookups_[choice.lookup];
+  else ++runs_[shape.name];  // by name: a budget's last decode is the generator's own "none"
   const bool chain = choice.lookup || is_chain(shape);
   const int64_t nodes = chain ? step.height : shape.max_nodes;
   const int64_t deepest = chain ? step.height : shape.max_height;
@@ -313,6 +316,21 @@ double Dispatcher::estimate(const TreeShape& shape) {
     tokens = (branch ? chains_.tokens(branch) : 1.0) + (rec.steps > 0 ? rec.tokens / rec.steps : 0.0);
   }
   return tokens / costs.predict(shape, widths_);
+}
+
+std::string Dispatcher::report() {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();  // in candidates() order
+  const bool ready = model_.ready();
+  for (const TreeShape* s : candidates()) {
+    const auto run = runs_.find(s->name);
+    out[s->name] = {{"steps", run == runs_.end() ? 0 : run->second},
+                    {"estimated_tokens_per_s", ready ? estimate(*s) : 0.0},
+                    {"predicted_step_s", ready ? model_.costs().predict(*s, widths_) : 0.0}};
+  }
+  for (const auto& [length, steps] : lookups_) {
+    out["lookup" + std::to_string(length)] = {{"steps", steps}};
+  }
+  return out.dump();
 }
 
 std::vector<std::unique_ptr<TreeShape>> auto_candidates(const TargetMetadata& target,

@@ -79,6 +79,9 @@ class Dispatcher : public TreePolicy {
   void use_costs(const StepCosts& costs) override;
 
   double estimate(const TreeShape& shape);  // expected tokens/s (no optimism)
+  // Per candidate: steps run, estimated tokens/s and predicted step seconds; per lookup
+  // length run, its steps (dispatcher.py report, the same keys).
+  std::string report() override;
   long rated() const { return rated_; }      // steps whose ways were rated (not settled)
   const StepCosts& costs() { return model_.costs(); }
 
@@ -106,6 +109,8 @@ class Dispatcher : public TreePolicy {
   double probing_ = 0;  // the last choice was a probe: the best mean rate (0: it was not)
   long settled_ = 0;    // steps left that decode unrated (contract::kAutoSettledDrift)
   long rated_ = 0;
+  std::map<std::string, int64_t> runs_;  // steps per shape name, for reports
+  std::map<int64_t, int64_t> lookups_;        // steps per lookup length, for reports
 };
 
 // --tree auto's model shapes (settings.auto_candidates): chains of 1..kAutoMaxChain that

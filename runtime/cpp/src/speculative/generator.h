@@ -24,6 +24,7 @@ class SpeculativeTokenGenerator : public TokenGenerator {
   bool needs_hidden() const override { return draft_->needs_hidden(); }
   void reset() override { draft_->reset(); }
   const TreePolicy& policy() const { return *policy_; }
+  std::string policy_report() override { return policy_->report(); }
   void memory(std::map<std::string, int64_t>& out) const override { draft_->memory(out); }
 
  private:

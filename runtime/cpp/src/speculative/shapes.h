@@ -109,6 +109,8 @@ class TreePolicy {
   // measure_costs) and hand them over before the next step (a fixed shape never needs them).
   virtual bool needs_costs() const { return false; }
   virtual void use_costs(const StepCosts& costs) {}
+  // What it measured per candidate, as a JSON object (dispatcher.py report); "" for none.
+  virtual std::string report() { return ""; }
 };
 
 // A fixed shape; as a policy it always picks itself.
