@@ -11,8 +11,9 @@ most tokens per second on this artifact and this machine, and it does so across 
   scored also in the steps that pass it over, against what they emitted (``shadow``);
 - **each model shape** the drafter can grow: chains of every length (their acceptance pooled
   by depth, so a step of any chain informs every length, and so does a tree's first branch:
-  the chain of the draft's top tokens) and trees, each judged as its first branch's chain
-  (in the step's context, as chains are) plus what its other branches were seen to add.
+  the chain of the draft's top tokens; and whatever the lookup offered beside the step)
+  and trees, each judged as its first branch's chain plus what its other branches were
+  seen to add.
   (Judged on their own steps, trees looked best wherever they had last run: a tree run
   where prompt lookup matched kept that text's tokens per step in every other context.)
 
@@ -78,10 +79,13 @@ class Dispatcher(TreePolicy):
     decode: bool = True
     lookup: bool = False
     model: CostModel | None = None
-    chains: DepthAcceptance = field(default_factory=DepthAcceptance)  # pooled
-    # The model's chain acceptance per context: the offer's evidence beside it, "" for none
-    # (where the lookup finds nothing the text is new, and the draft is right less often).
-    contexts: dict[str, DepthAcceptance] = field(default_factory=dict)
+    # The model's chain acceptance by depth, pooled over every step whatever the lookup
+    # offered beside it. (Kept per offer evidence as well, each context's record was a few
+    # steps thin at each request's start, and a context whose chain3 steps never saw depths
+    # 4-6 kept choosing chain3: on the bundled pair the C++ runner's auto ran chain3 on 116
+    # steps at 0.66 tokens/ms against chain6's 0.87, and took 11% more steps than fixed
+    # chain6. Pooled, auto over chain6 went from 0.94-0.98 to 0.96-1.01 in three runs each.)
+    chains: DepthAcceptance = field(default_factory=DepthAcceptance)
     # Per tree: the tokens a step emitted beyond its first branch's (``_tree_tokens``).
     trees: dict[str, StepRecord] = field(default_factory=dict)
     # Lookup acceptance by depth per ``Offer.evidence``.
@@ -91,7 +95,6 @@ class Dispatcher(TreePolicy):
     nothing: NoDraftShape = field(default_factory=NoDraftShape)
 
     def __post_init__(self) -> None:
-        self._context = ""  # the last choice's (``_context``)
         self._credit: float | None = None  # the probe account (``AUTO_PROBE_SHARE``), s
         self._probing: float | None = None  # the last choice was a probe: the best mean rate
         self._settled = 0  # steps left that decode unrated (AUTO_SETTLED_DRIFT)
@@ -134,17 +137,20 @@ class Dispatcher(TreePolicy):
         offered = self.lookup and offer is not None and bool(offer.tokens)
         if self._settled > 0 and not offered:
             self._settled -= 1
-            self._context, self._probing = "", None
+            self._probing = None
             return Choice(self.nothing)
         self._settled = 0
         self.rated += 1
         costs, z = self.costs(), AUTO_Z
-        context = self.contexts.get(_context(offer)) or DepthAcceptance()
         deepest = min(self._deepest, height)
         # A chain's mean is what was seen (AUTO_MEAN_PRIOR_STEPS): a draft never seen to
         # agree is never sure to pay, so its steps are probes the account charges. (A
         # lookup's keeps the even prior: it runs no draft, and a wrong one costs a few rows.)
-        means, chains = context.bounds_by_length(deepest, z, self.chains, seen=True)
+        # Each depth drawn toward the pooled estimate itself (two steps' worth; a mean's
+        # AUTO_MEAN_PRIOR_STEPS): with no prior but the shallower depth's, a draft seen on
+        # a few steps fell toward never agreeing, and a draft that pays 5% over a decode
+        # lost to it on 90% of steps under bursts of load (55% with the pooled prior).
+        means, chains = self.chains.bounds_by_length(deepest, z, self.chains, seen=True)
         # The best way by optimism (``best``) and by its mean alone (``sure``): (rate, mean
         # rate, choice) each.
         best: tuple[float, float, Choice] | None = None
@@ -185,7 +191,6 @@ class Dispatcher(TreePolicy):
                     sure = (mean_rate, Choice(self.nothing, m))
         if best is None or sure is None:  # a lookup-only drafter with nothing to offer
             return Choice(self.nothing)
-        self._context = _context(offer)
         self._probing = None
         if best[1] < sure[0]:
             # A probe: it runs only while the probe account is not in debt, and what it
@@ -215,14 +220,14 @@ class Dispatcher(TreePolicy):
         return chain + upper, chain_mean + rec.tokens / rec.steps
 
     def _decay_all(self, factor: float) -> None:
-        for acc in (self.chains, *self.contexts.values(), *self.evidence.values()):
+        for acc in (self.chains, *self.evidence.values()):
             acc.decay(factor)
         for rec in self.trees.values():
             rec.decay(factor)
 
     def begin(self) -> None:
         self._decay_all(AUTO_REQUEST_DECAY)
-        for acc in (self.chains, *self.contexts.values(), *self.evidence.values()):
+        for acc in (self.chains, *self.evidence.values()):
             acc.cap(AUTO_REQUEST_PRIOR_STEPS)
         for rec in self.trees.values():
             rec.cap(AUTO_REQUEST_PRIOR_STEPS)
@@ -284,10 +289,8 @@ class Dispatcher(TreePolicy):
         )
 
     def _observe_chain(self, height: int, accepted: int) -> None:
-        context = self.contexts.setdefault(self._context, DepthAcceptance())
-        for acc in (self.chains, context):
-            acc.decay(AUTO_DECAY)
-            acc.observe(height, accepted)
+        self.chains.decay(AUTO_DECAY)
+        self.chains.observe(height, accepted)
 
     def estimate(self, shape: TreeShape) -> float:
         """Expected tokens/s of ``shape`` by the model (no optimism)."""
@@ -323,11 +326,6 @@ class Dispatcher(TreePolicy):
 
 def _chain(shape: TreeShape) -> bool:
     return isinstance(shape, ChainShape)
-
-
-def _context(offer: Offer | None) -> str:
-    """The context a step's model acceptance is kept under: the offer's evidence, or ""."""
-    return offer.evidence if offer is not None and offer.tokens else ""
 
 
 def auto_chain_lengths(longest: int) -> range:

@@ -13,11 +13,6 @@ namespace {
 
 bool is_chain(const TreeShape& shape) { return dynamic_cast<const ChainShape*>(&shape) != nullptr; }
 
-// The context a step's model acceptance is kept under: the offer's evidence, or "".
-std::string context_of(const Offer* offer) {
-  return offer != nullptr && !offer->tokens.empty() ? offer->evidence : "";
-}
-
 }  // namespace
 
 void StepRecord::decay(double factor) {
@@ -144,7 +139,6 @@ Choice Dispatcher::choose(const Offer* offer, int64_t height) {
   const bool offered = lookup_ && offer != nullptr && !offer->tokens.empty();
   if (settled_ > 0 && !offered) {  // dispatcher.py: settled steps decode unrated
     --settled_;
-    context_.clear();
     probing_ = 0;
     return {nothing_.get(), 0};
   }
@@ -153,8 +147,6 @@ Choice Dispatcher::choose(const Offer* offer, int64_t height) {
   const StepCosts& costs = model_.costs();
   const double z = contract::kAutoZ;
   const DepthAcceptance none;
-  const auto found = contexts_.find(context_of(offer));
-  const DepthAcceptance& context = found == contexts_.end() ? none : found->second;
   // The best way by optimism (`best`) and by its mean alone (`sure`).
   bool any = false;
   double best_rate = 0, best_mean = 0, sure_rate = 0;
@@ -184,14 +176,15 @@ Choice Dispatcher::choose(const Offer* offer, int64_t height) {
       // The budget's last tokens: a chain grows what is left (a shorter chain, also a
       // candidate, then ties with it and comes first).
       deepest = std::min(s->max_height, height);
-      tokens = context.tokens(deepest, z, &chains_);
+      // Each depth drawn toward the pooled estimate itself (dispatcher.py choose).
+      tokens = chains_.tokens(deepest, z, &chains_);
       // Its mean is what was seen (kAutoMeanPriorSteps): a draft never seen to agree is
       // never sure to pay, so its steps are probes the account charges. (A lookup's keeps
       // the even prior: it runs no draft, and a wrong one costs a few rows.)
-      mean = context.tokens(deepest, 0.0, &chains_, true);
+      mean = chains_.tokens(deepest, 0.0, &chains_, true);
       seconds = costs.predict_chain(deepest, widths_);
     } else {
-      std::tie(tokens, mean) = tree_tokens(*s, context, height, z);
+      std::tie(tokens, mean) = tree_tokens(*s, height, z);
       seconds = costs.predict(*s, widths_);
     }
     take(std::min(tokens, deepest + 1.0) / seconds, std::min(mean, deepest + 1.0) / seconds,
@@ -210,7 +203,6 @@ Choice Dispatcher::choose(const Offer* offer, int64_t height) {
     }
   }
   if (!any) return {nothing_.get(), 0};  // a lookup-only drafter with nothing to offer
-  context_ = context_of(offer);
   probing_ = 0;
   if (best_mean < sure_rate) {
     // A probe: it runs only while the probe account is not in debt, and what it loses
@@ -229,7 +221,6 @@ void Dispatcher::use_costs(const StepCosts& costs) { model_.add_probe(costs); }
 
 void Dispatcher::decay_all(double factor) {
   chains_.decay(factor);
-  for (auto& [_, acc] : contexts_) acc.decay(factor);
   for (auto& [_, acc] : evidence_) acc.decay(factor);
   for (auto& [_, rec] : trees_) rec.decay(factor);
 }
@@ -275,22 +266,19 @@ void Dispatcher::observe(const Choice& choice, const StepOutcome& step) {
 }
 
 std::pair<double, double> Dispatcher::tree_tokens(const TreeShape& shape,
-                                                  const DepthAcceptance& context,
                                                   int64_t height, double z) const {
   const StepRecord& rec = trees_.at(shape.name);
   const int64_t branch = std::min(branch_.at(shape.name), height);
-  const double chain = branch ? context.tokens(branch, z, &chains_) : 1.0;
-  const double chain_mean = branch ? context.tokens(branch, 0.0, &chains_, true) : 1.0;
+  const double chain = branch ? chains_.tokens(branch, z, &chains_) : 1.0;
+  const double chain_mean = branch ? chains_.tokens(branch, 0.0, &chains_, true) : 1.0;
   const std::optional<double> upper = rec.upper(z);
   if (!upper) return {shape.max_height + 1.0, chain_mean};
   return {chain + *upper, chain_mean + rec.tokens / rec.steps};
 }
 
 void Dispatcher::observe_chain(int64_t height, int64_t accepted) {
-  for (DepthAcceptance* acc : {&chains_, &contexts_[context_]}) {
-    acc->decay(contract::kAutoDecay);
-    acc->observe(height, accepted);
-  }
+  chains_.decay(contract::kAutoDecay);
+  chains_.observe(height, accepted);
 }
 
 void Dispatcher::shadow(const Offer& offer, const int64_t* first, int64_t emitted) {

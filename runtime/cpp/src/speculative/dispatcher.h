@@ -1,8 +1,8 @@
 // runtime/speculative/dispatcher.py: the dispatcher (--tree auto), one choice per step among
 // every way the step can go: a plain decode (no draft work), the drafter's offer (prompt
 // lookup's match, cut to its best prefix, judged by the acceptance seen under the same
-// evidence) and each model shape (chains pooled by depth, and per context: the offer's
-// evidence or none; trees on their own steps). Each is rated by its optimistic tokens per
+// evidence) and each model shape (chains pooled by depth, whatever the lookup offered;
+// trees on their own steps). Each is rated by its optimistic tokens per
 // step (contract::kAutoZ standard errors over the mean) over its predicted seconds
 // (speculative/costs.h CostModel), and the best runs (a probe, best on optimism but not on its
 // mean, only while probes have lost at most contract::kAutoProbeShare); what was seen decays by
@@ -67,7 +67,6 @@ class Dispatcher : public TreePolicy {
   void begin() override {
     decay_all(contract::kAutoRequestDecay);
     chains_.cap(contract::kAutoRequestPriorSteps);
-    for (auto& [_, acc] : contexts_) acc.cap(contract::kAutoRequestPriorSteps);
     for (auto& [_, seen] : evidence_) seen.cap(contract::kAutoRequestPriorSteps);
     for (auto& [_, rec] : trees_) rec.cap(contract::kAutoRequestPriorSteps);
     settled_ = 0;
@@ -87,23 +86,20 @@ class Dispatcher : public TreePolicy {
 
  private:
   void decay_all(double factor);
-  void observe_chain(int64_t height, int64_t accepted);  // chain acceptance, pooled and in context
-  // (Optimistic, mean) tokens per step of a tree: its first branch's chain figures in
-  // `context` (at most `height` deep) plus what its other branches added (dispatcher.py).
-  std::pair<double, double> tree_tokens(const TreeShape& shape, const DepthAcceptance& context,
-                                        int64_t height, double z) const;
+  void observe_chain(int64_t height, int64_t accepted);  // chain acceptance, pooled
+  // (Optimistic, mean) tokens per step of a tree: its first branch's chain figures (at most
+  // `height` deep) plus what its other branches added (dispatcher.py).
+  std::pair<double, double> tree_tokens(const TreeShape& shape, int64_t height, double z) const;
 
   std::vector<std::unique_ptr<TreeShape>> shapes_;
   std::unique_ptr<TreeShape> nothing_;
   std::vector<int64_t> widths_;
   bool decode_, lookup_;
   CostModel model_;
-  DepthAcceptance chains_;                           // pooled
-  std::map<std::string, DepthAcceptance> contexts_;  // per offer evidence ("": none)
+  DepthAcceptance chains_;  // pooled, whatever the lookup offered (dispatcher.py chains)
   std::map<std::string, StepRecord> trees_;     // tokens beyond the first branch's
   std::map<std::string, int64_t> branch_;       // how deep its first branch last went
   std::map<std::string, DepthAcceptance> evidence_;  // the lookup's, per evidence
-  std::string context_;                              // the last choice's
   double credit_ = 0;    // the probe account (contract::kAutoProbeShare), seconds
   bool opened_ = false;  // a step was observed (the account opens full)
   double probing_ = 0;  // the last choice was a probe: the best mean rate (0: it was not)
