@@ -399,6 +399,25 @@ def test_the_model_runs_where_the_lookup_offers_nothing_or_little() -> None:
     assert both > 1.05 * rate_of(model=False)[0]
 
 
+def test_the_draft_s_record_is_one_whatever_the_lookup_offered() -> None:
+    """The model's chain acceptance is pooled over the steps with and without an offer
+    beside them: a draft seen agreeing through every depth on dozens of steps beside 1-gram
+    offers (which never pay) is not written off on the text without an offer after two
+    unlucky looks there. (Kept per offer evidence, that record was two steps thin and the
+    dispatcher fell back to a decode.)"""
+    policy = _dispatcher(_chains(), lookup=True)
+    _run(policy, COSTS, 40, lambda c: 0 if c.lookup else _height(c),
+         lambda: Offer([0] * 15, "ngram1"))  # fmt: skip
+    for _ in range(2):
+        choice = policy.choose(None, 1 << 20)
+        assert choice.shape.name == "chain7"
+        policy.observe(choice, _step(choice, 0, COSTS))
+    # With the probe account in debt, only a way sure to pay on its mean runs: the draft's
+    # mean is its record over all 42 steps, not the two without an offer.
+    policy._credit = -1.0
+    assert policy.choose(None, 1 << 20).shape.name == "chain7"
+
+
 @pytest.mark.parametrize("shadow", [False, True])
 def test_an_offer_passed_over_is_scored_against_what_the_step_emitted(shadow: bool) -> None:
     """Greedy answers from a passage: the text copies it, so prompt lookup's 15-token offer
