@@ -498,13 +498,14 @@ AUTO_COST_WINDOW = 16
 # A call's cost comes from steps once this many steps made it; before, from the probe's
 # time scaled as the target's other calls compare with theirs (runtime/speculative/costs.py).
 AUTO_COST_MIN_CALLS = 3
-# A method no step has called for this many steps (a verify width the choice avoids, the
-# decode while speculating pays) forgets the times steps gave it and costs its probe time
-# scaled as the calls steps make now compare with theirs: a cost measured in a bad moment
-# must not keep its method out of every later choice. (Timing it again on scratch slots
-# cost 1.2-1.4% of Gemma 3 270M's time where a draft never paid: each verify width, every
-# this-many steps.)
-AUTO_STALE_STEPS = 512
+# A call's time counts for this many steps, and a kind of step not run for this many
+# forgets its host work: a method with too few recent calls (a verify width the choice
+# avoids, the decode while speculating pays) costs its probe time scaled as the calls steps
+# make now compare with theirs, with no program call. A cost measured in a bad moment must
+# not keep its method out of later choices: at 512, counted from a call's last use, a 7-row
+# verify's calls from a slow stretch priced it 6.1 ms for the rest of a bundled run (its
+# calls over the run: median 4.35 ms).
+AUTO_STALE_STEPS = 128
 # The dispatcher's cost model (runtime/speculative/costs.py) names the calls a step makes
 # ("decode", "draft": one draft level, "extend": the draft's catch-up over what the target
 # committed since its last proposal, "verify" + the width) and the kinds of step it keeps

@@ -59,15 +59,24 @@ class Window:
     computed once per change (the cost model is rebuilt every step, and a step changes one
     or two windows)."""
 
-    __slots__ = ("_median", "values")
+    __slots__ = ("_median", "at", "values")
 
     def __init__(self) -> None:
         self.values: deque[float] = deque(maxlen=AUTO_COST_WINDOW)
+        self.at: deque[int] = deque(maxlen=AUTO_COST_WINDOW)  # the step each was taken at
         self._median: float | None = None
 
-    def add(self, seconds: float) -> None:
+    def add(self, seconds: float, at: int = 0) -> None:
         self.values.append(seconds)
+        self.at.append(at)
         self._median = None
+
+    def forget_before(self, step: int) -> None:
+        """Drops the times taken before ``step``."""
+        while self.at and self.at[0] < step:
+            self.at.popleft()
+            self.values.popleft()
+            self._median = None
 
     def __len__(self) -> int:
         return len(self.values)
@@ -78,6 +87,25 @@ class Window:
         return self._median
 
 
+def ordered(prices: list[float], evidence: list[int]) -> list[float]:
+    """``prices`` (by rows, ascending) made never to fall as rows grow, each conflict
+    settled by the price with more step calls behind it (a tie: the narrower's, a floor).
+
+    A floor alone let a rarely used width's few calls price every wider one: on the
+    bundled pair the C++ runner's 4-row verify kept 4 calls at 4.82 ms from early in a
+    run to its end, while the 7-row verify's own 16 calls took 2.9-3.5 ms; every 7-row
+    step was priced 4.82 ms and the 8- and 16-row verifies at only 1.1-1.25x it, so
+    ``auto`` bought wide trees. The best-evidenced price stands; each other is held
+    between the prices already settled below and above it. A tie keeps the floor: a
+    verify timed before the machine slowed must not undercut the decode timed since."""
+    settled: list[float | None] = [None] * len(prices)
+    for i in sorted(range(len(prices)), key=lambda i: (-evidence[i], i)):
+        below = max((p for p in settled[:i] if p is not None), default=0.0)
+        above = min((p for p in settled[i + 1 :] if p is not None), default=float("inf"))
+        settled[i] = min(max(prices[i], below), above)
+    return [p for p in settled if p is not None]
+
+
 class CostModel:
     """What each method call and each kind of step's host work costs now.
 
@@ -86,9 +114,12 @@ class CostModel:
     is the probe's time scaled as the target's observed calls compare with their own probe
     times: the probe runs on scratch slots under a mask of its own and in a moment of its
     own, so its times are right in ratio, not in level (on Gemma 3 270M a probed verify
-    cost 15-20% more than the same width inside steps at a short context). A call unseen
-    for ``AUTO_STALE_STEPS`` steps forgets its old times (its probe's, scaled, stand for
-    them) with no program call.
+    cost 15-20% more than the same width inside steps at a short context). A call's time
+    counts for ``AUTO_STALE_STEPS`` steps: a width the choice has stopped using is priced
+    from its probe again, with no program call, instead of by the few calls it had when it
+    was dropped (on the bundled pair a 7-row verify's 16 calls from a slow stretch priced
+    it 6.1 ms for the rest of a run while its calls took 4.35 ms (median), and ``auto``
+    ran chain3 where chain6 was faster).
     """
 
     def __init__(self, widths: tuple[int, ...], step_width: int = 1) -> None:
@@ -103,8 +134,6 @@ class CostModel:
         self._overhead_seen: dict[str, int] = {}  # per kind of step: the step it last ran at
         self._costs: StepCosts | None = None
         self.steps = 0  # steps observed
-        self._seen: dict[str, int] = {}  # per call with step times: the step it was last made at
-        self._stale_at: int | None = None  # the step the first of them goes stale (None: unknown)
         self._ready = False
 
     @staticmethod
@@ -115,27 +144,20 @@ class CostModel:
         window.add(seconds)
 
     def _observe_call(self, key: str, seconds: float) -> None:
-        self._add(self._calls, key, seconds)
-        self._timed(key)
+        window = self._calls.get(key)
+        if window is None:
+            window = self._calls[key] = Window()
+        window.add(seconds, self.steps)
         self._costs = None
 
-    def _timed(self, key: str) -> None:
-        at = self._seen.get(key)
-        if at is None or at + AUTO_STALE_STEPS == self._stale_at:
-            self._stale_at = None  # it may have been (or be now) the first to go stale
-        self._seen[key] = self.steps
-
     def _forget_stale(self) -> None:
-        """Calls no step made for ``AUTO_STALE_STEPS`` steps forget their step times."""
-        if self._stale_at is None:
-            self._stale_at = min(self._seen.values(), default=self.steps) + AUTO_STALE_STEPS
-        if self.steps < self._stale_at:  # most steps: none (a step's one look, not a scan)
-            return
-        for key, at in list(self._seen.items()):
-            if self.steps - at >= AUTO_STALE_STEPS:
-                del self._seen[key]
-                self._calls.pop(key, None)
-        self._stale_at = None
+        """Call times taken ``AUTO_STALE_STEPS`` steps ago or more stop counting."""
+        since = self.steps - AUTO_STALE_STEPS + 1
+        for key, window in list(self._calls.items()):
+            if window.at[0] < since:  # most steps: none (one look per call)
+                window.forget_before(since)
+                if not window.values:
+                    del self._calls[key]
 
     def add_probe(self, probe: StepCosts) -> None:
         """What the cost probe measured (a zero: not timed)."""
@@ -147,8 +169,6 @@ class CostModel:
             if seconds > 0:
                 self._probe[key] = seconds
                 self._calls.pop(key, None)  # a fresh probe replaces a call's step times
-                self._seen.pop(key, None)
-                self._stale_at = None
         self._costs = None
 
     def observe(self, kind: str, step: StepOutcome) -> None:
@@ -191,6 +211,11 @@ class CostModel:
             self._ready = all(verify_key(w) in self._probe for w in self.widths)
         return self._ready
 
+    def _evidence(self, key: str) -> int:
+        """How many of a call's own step calls price it (0: its probe, scaled, does)."""
+        window = self._calls.get(key)
+        return len(window) if window and len(window) >= AUTO_COST_MIN_CALLS else 0
+
     def _call(self, key: str, scale: float) -> float | None:
         window = self._calls.get(key)
         if window and len(window) >= AUTO_COST_MIN_CALLS:
@@ -211,16 +236,20 @@ class CostModel:
         return statistics.median(ratios) if ratios else 1.0
 
     def costs(self) -> StepCosts:
-        """The current estimates; a verify never costs less than a narrower one."""
+        """The current estimates; a verify never costs less than a decode or a narrower
+        verify, nor more than a wider one."""
         if self._costs is None:
             scale = self._scale()
             decode = self._call(DECODE, scale)
-            # Nor less than a decode, the one-row call: a verify's times, seldom refreshed
-            # while steps decode, must not undercut a decode's on a machine that slowed down.
-            verify, floor = {}, decode or 0.0
-            for w in self.widths:
-                floor = max(floor, self._call(verify_key(w), scale) or 0.0)
-                verify[w] = floor
+            keys = [verify_key(w) for w in self.widths]
+            if decode is not None:
+                keys.insert(0, DECODE)
+            prices = ordered(
+                [self._call(k, scale) or 0.0 for k in keys], [self._evidence(k) for k in keys]
+            )
+            verify = dict(zip(self.widths, prices[-len(self.widths) :], strict=True))
+            if decode is not None:
+                decode = prices[0]
             # Host work is priced once a kind of step has run AUTO_COST_MIN_CALLS times: a
             # step's first run pays one-time work (Gemma 3 270M's first chain step in Python,
             # 46 ms), and one such price kept the dispatcher from ever drafting again in a

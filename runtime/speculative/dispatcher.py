@@ -84,7 +84,7 @@ class Dispatcher(TreePolicy):
     # steps thin at each request's start, and a context whose chain3 steps never saw depths
     # 4-6 kept choosing chain3: on the bundled pair the C++ runner's auto ran chain3 on 116
     # steps at 0.66 tokens/ms against chain6's 0.87, and took 11% more steps than fixed
-    # chain6. Pooled, auto over chain6 went from 0.94-0.98 to 0.96-1.01 in three runs each.)
+    # chain6. Per context the C++ auto ran 0.94-0.98 of chain6 in three runs; pooled, 1.006.)
     chains: DepthAcceptance = field(default_factory=DepthAcceptance)
     # Per tree: the tokens a step emitted beyond its first branch's (``_tree_tokens``).
     trees: dict[str, StepRecord] = field(default_factory=dict)
@@ -149,7 +149,7 @@ class Dispatcher(TreePolicy):
         # Each depth drawn toward the pooled estimate itself (two steps' worth; a mean's
         # AUTO_MEAN_PRIOR_STEPS): with no prior but the shallower depth's, a draft seen on
         # a few steps fell toward never agreeing, and a draft that pays 5% over a decode
-        # lost to it on 90% of steps under bursts of load (55% with the pooled prior).
+        # lost to it on 90% of steps under bursts of load (56% with the pooled prior).
         means, chains = self.chains.bounds_by_length(deepest, z, self.chains, seen=True)
         # The best way by optimism (``best``) and by its mean alone (``sure``): (rate, mean
         # rate, choice) each.

@@ -22,7 +22,7 @@ from etspec.contract import (
 )
 from etspec.errors import EtspecError
 from etspec.runtime.spec import TreeSettings
-from etspec.runtime.speculative.costs import CostModel
+from etspec.runtime.speculative.costs import CostModel, ordered
 from etspec.runtime.speculative.dispatcher import DepthAcceptance, Dispatcher, StepRecord
 from etspec.runtime.speculative.draft_runner import SpeculativeDraftRunner
 from etspec.runtime.speculative.dynamic_tree import DynamicTree
@@ -200,13 +200,13 @@ def test_cost_model_scales_probes_by_what_steps_take_and_forgets_stale_calls() -
     assert model.costs().verify_s[4] == pytest.approx(1.0)
     # A wider verify never costs less than a narrower one.
     assert list(model.costs().verify_s.values()) == sorted(model.costs().verify_s.values())
-    # Calls no step made for AUTO_STALE_STEPS steps forget their step times: they cost
-    # their probe times scaled as the calls steps make now compare with theirs.
+    # A call's time counts for AUTO_STALE_STEPS steps: with fewer than AUTO_COST_MIN_CALLS
+    # left, a call costs its probe time scaled as the calls steps make now compare with theirs.
     for _ in range(AUTO_COST_MIN_CALLS):
         model.observe("chain", StepOutcome(3, 1, 1.9, target_s=1.2, rows=8, draft_s=0.6,
                                            draft_calls=3))  # fmt: skip
     assert model.costs().verify_s[8] == pytest.approx(1.2)
-    for _ in range(AUTO_STALE_STEPS - 1):
+    for _ in range(AUTO_STALE_STEPS - AUTO_COST_MIN_CALLS):
         model.observe("chain", StepOutcome(3, 1, 1.9, target_s=1.2, rows=4, draft_s=0.6,
                                            draft_calls=3))  # fmt: skip
     assert model.costs().verify_s[8] == pytest.approx(1.2)
@@ -216,6 +216,31 @@ def test_cost_model_scales_probes_by_what_steps_take_and_forgets_stale_calls() -
     # A new probe replaces a call's step times.
     model.add_probe(StepCosts({4: 2.4, 8: 2.5, 16: 3.6}, step_width=0))
     assert model.costs().verify_s[4] == pytest.approx(2.4)
+
+
+def test_a_rare_width_s_few_calls_do_not_price_a_busy_wider_one() -> None:
+    """The bundled pair's C++ trace: a 4-row verify's 4 calls, slow and early in a run,
+    priced every 7-row step with a floor, while that width's own 16 calls said 30% less."""
+    model = CostModel(WIDTHS)
+    model.add_probe(StepCosts({4: 3.0, 8: 3.2, 16: 5.0}, draft_s=0.3, step_width=4, decode_s=2.5))
+    for rows, seconds, steps in ((4, 4.8, 4), (8, 3.2, 16)):
+        for _ in range(steps):
+            model.observe("chain", StepOutcome(3, 1, seconds + 1, target_s=seconds, rows=rows,
+                                               draft_s=0.6, draft_calls=3))  # fmt: skip
+    verify = model.costs().verify_s
+    assert verify[8] == pytest.approx(3.2)  # its own calls
+    assert verify[4] == pytest.approx(3.2)  # held under the better-evidenced wider price
+    # Probe-priced: scaled by the median of 1.6 (4 rows) and 1.0 (8 rows), 16 rows above
+    # the floor, the decode (3.25) held under the 4-row price.
+    assert verify[16] == pytest.approx(6.5)
+    assert model.costs().decode_s == pytest.approx(3.2)
+
+
+def test_ordered_prices_keep_the_best_evidenced_and_a_tie_floors() -> None:
+    assert ordered([1.0, 2.0, 1.5], [16, 0, 16]) == [1.0, 1.5, 1.5]
+    assert ordered([2.0, 1.0], [5, 5]) == [2.0, 2.0]  # a tie: the narrower's floor
+    assert ordered([2.0, 1.0], [3, 16]) == [1.0, 1.0]
+    assert ordered([0.0, 3.0, 0.0], [0, 0, 0]) == [0.0, 3.0, 3.0]  # unpriced: the floor
 
 
 def test_a_call_no_step_made_for_long_costs_no_program_call() -> None:

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
+#include <optional>
 
 #include "stats.h"
 #include "speculative/draft_runner.h"
@@ -70,17 +72,28 @@ CostModel::CostModel(std::vector<int64_t> widths, int64_t step_width)
 
 void CostModel::observe_call(const std::string& key, double seconds) {
   auto& window = calls_[key];
+  auto& at = calls_at_[key];
   window.push_back(seconds);
-  if (window.size() > contract::kAutoCostWindow) window.pop_front();
-  seen_[key] = steps_;
+  at.push_back(steps_);
+  if (window.size() > contract::kAutoCostWindow) {
+    window.pop_front();
+    at.pop_front();
+  }
   costs_.reset();
 }
 
 void CostModel::forget_stale() {
-  for (auto it = seen_.begin(); it != seen_.end();) {
-    if (steps_ - it->second >= contract::kAutoStaleSteps) {
+  const int64_t since = steps_ - contract::kAutoStaleSteps + 1;
+  for (auto it = calls_at_.begin(); it != calls_at_.end();) {
+    auto& at = it->second;
+    auto& window = calls_[it->first];
+    while (!at.empty() && at.front() < since) {
+      at.pop_front();
+      window.pop_front();
+    }
+    if (at.empty()) {
       calls_.erase(it->first);
-      it = seen_.erase(it);
+      it = calls_at_.erase(it);
     } else {
       ++it;
     }
@@ -98,7 +111,7 @@ void CostModel::add_probe(const StepCosts& probe) {
     if (seconds <= 0) continue;
     probe_[key] = seconds;
     calls_.erase(key);  // a fresh probe replaces a call's step times
-    seen_.erase(key);
+    calls_at_.erase(key);
   }
   costs_.reset();
 }
@@ -160,6 +173,35 @@ std::optional<double> CostModel::call(const std::string& key, double scale) cons
   return std::nullopt;
 }
 
+size_t CostModel::evidence(const std::string& key) const {
+  const auto window = calls_.find(key);
+  if (window == calls_.end() || window->second.size() < contract::kAutoCostMinCalls) return 0;
+  return window->second.size();
+}
+
+std::vector<double> ordered(const std::vector<double>& prices, const std::vector<size_t>& evidence) {
+  const size_t n = prices.size();
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return evidence[a] > evidence[b]; });
+  std::vector<std::optional<double>> settled(n);
+  for (size_t i : order) {
+    double below = 0.0, above = std::numeric_limits<double>::infinity();
+    for (size_t j = 0; j < i; ++j) {
+      if (settled[j]) below = std::max(below, *settled[j]);
+    }
+    for (size_t j = i + 1; j < n; ++j) {
+      if (settled[j]) above = std::min(above, *settled[j]);
+    }
+    settled[i] = std::min(std::max(prices[i], below), above);
+  }
+  std::vector<double> out;
+  out.reserve(n);
+  for (const auto& p : settled) out.push_back(*p);
+  return out;
+}
+
 double CostModel::scale() const {
   std::vector<double> ratios;
   for (const auto& [key, window] : calls_) {
@@ -178,12 +220,20 @@ const StepCosts& CostModel::costs() {
     const double s = scale();
     StepCosts c;
     const std::optional<double> decode = call(kDecodeCall, s);
-    // Nor less than a decode, the one-row call (costs.py).
-    double floor = decode.value_or(0.0);
-    for (int64_t w : widths_) {
-      floor = std::max(floor, call(verify_key(w), s).value_or(0.0));
-      c.verify_s[w] = floor;
+    // A verify never costs less than a decode or a narrower verify, nor more than a wider
+    // one, the better-evidenced price standing (costs.py ordered).
+    std::vector<std::string> keys;
+    if (decode) keys.push_back(kDecodeCall);
+    for (int64_t w : widths_) keys.push_back(verify_key(w));
+    std::vector<double> raw;
+    std::vector<size_t> evidences;
+    for (const auto& key : keys) {
+      raw.push_back(call(key, s).value_or(0.0));
+      evidences.push_back(evidence(key));
     }
+    const std::vector<double> prices = ordered(raw, evidences);
+    const size_t first = decode ? 1 : 0;
+    for (size_t i = 0; i < widths_.size(); ++i) c.verify_s[widths_[i]] = prices[first + i];
     c.draft_s = call(kDraftCall, 1.0).value_or(0.0);
     c.extend_s = call(kExtendCall, 1.0).value_or(0.0);
     const auto tree = levels_.find(contract::kStepTree);
@@ -191,7 +241,7 @@ const StepCosts& CostModel::costs() {
       c.tree_level_s = median(tree->second);
     }
     c.step_width = step_width_;
-    c.decode_s = decode.value_or(c.verify_s.at(widths_.front()));
+    c.decode_s = decode ? prices.front() : c.verify_s.at(widths_.front());
     // Host work is priced once a kind of step has run kAutoCostMinCalls times; before, a
     // kind costs a decode's host work, the least any step does (costs.py).
     for (const auto& [kind, window] : overhead_) {

@@ -57,9 +57,9 @@ std::string verify_key(int64_t width);
 // What each method call and each kind of step's host work costs now (costs.py CostModel):
 // a call's cost is the median of its last contract::kAutoCostWindow calls by steps once it
 // has contract::kAutoCostMinCalls of them, before that the probe's time scaled as the
-// target's observed calls compare with their own probe times; a call unseen for
-// contract::kAutoStaleSteps steps forgets its old times (its probe's, scaled, stand for
-// them) with no program call.
+// target's observed calls compare with their own probe times; a call's time counts for
+// contract::kAutoStaleSteps steps (a width no longer chosen is priced from its probe again,
+// not by the few calls it had when it was dropped), with no program call.
 class CostModel {
  public:
   explicit CostModel(std::vector<int64_t> widths, int64_t step_width = 1);
@@ -70,8 +70,9 @@ class CostModel {
 
  private:
   void observe_call(const std::string& key, double seconds);
-  void forget_stale();  // calls no step made for kAutoStaleSteps steps forget their times
+  void forget_stale();  // call times taken kAutoStaleSteps steps ago or more stop counting
   std::optional<double> call(const std::string& key, double scale) const;
+  size_t evidence(const std::string& key) const;  // own step calls pricing it (0: the probe)
   double scale() const;
 
   std::vector<int64_t> widths_;
@@ -79,12 +80,15 @@ class CostModel {
   // overhead_ and levels_ (a tree's level calls, apart from a chain's) per kind of step.
   std::map<std::string, std::deque<double>> calls_, overhead_, levels_;
   std::map<std::string, double> probe_;
-  std::map<std::string, int64_t> seen_, overhead_seen_;
-  // Insertion order of calls_ (Python's dict order: scale's ratios follow it).
-  std::vector<std::string> order_;
+  std::map<std::string, std::deque<int64_t>> calls_at_;  // the step each call was made at
+  std::map<std::string, int64_t> overhead_seen_;
   int64_t steps_ = 0;
   std::optional<StepCosts> costs_;
 };
+
+// `prices` (by rows, ascending) made never to fall as rows grow, each conflict settled by
+// the price with more step calls behind it, a tie by the narrower's (costs.py ordered).
+std::vector<double> ordered(const std::vector<double>& prices, const std::vector<size_t>& evidence);
 
 // Times program calls on scratch slots only (nothing committed is touched), with masks as
 // wide as a `context`-token context needs (a call's cost grows with the context).
