@@ -135,7 +135,8 @@ class StepCosts:
     draft_s: float = 0.0  # one draft level call of a chain (a link)
     step_width: int = 1  # draft rows one call feeds
     decode_s: float = 0.0  # one target_decode (a step that drafts nothing)
-    overhead_s: dict[str, float] = field(default_factory=dict)  # per step kind
+    # Per step kind, and per kind and verify width (``host_key``).
+    overhead_s: dict[str, float] = field(default_factory=dict)
     # The catch-up that starts a proposal (0: a level call's), and one level call of a tree
     # (0: a chain's): in Python a tree level gathers its parents' states and masks, several
     # times a chain link's host work, and an extend feeds several rows (measured on the
@@ -151,7 +152,9 @@ class StepCosts:
         if cost.max_nodes == 0:
             return self.decode_s + self.overhead_s.get(kind, 0.0)
         width = _narrowest(widths, cost.max_nodes + 1)
-        seconds = self.verify_s[width] + self.overhead_s.get(kind, 0.0)
+        # The kind's host work at this width, else (not yet priced) the kind's.
+        host = self.overhead_s.get(host_key(kind, width))
+        seconds = self.verify_s[width] + (self.overhead_s.get(kind, 0.0) if host is None else host)
         if model:  # the extend that catches the draft up, then its levels
             levels = max(cost.levels, math.ceil(cost.fed_nodes / max(self.step_width, 1)))
             level = (kind == STEP_TREE and self.tree_level_s) or self.draft_s
@@ -162,6 +165,12 @@ class StepCosts:
 @functools.cache
 def _narrowest(widths: tuple[int, ...], rows: int) -> int:
     return next(w for w in widths if w >= rows)
+
+
+def host_key(kind: str, width: int) -> str:
+    """The key of a kind of step's host work at one verify width: it grows with the rows
+    a step walks (``costs.CostModel``)."""
+    return f"{kind}{width}"
 
 
 def step_kind(cost: ShapeCost) -> str:

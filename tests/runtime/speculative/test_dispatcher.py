@@ -346,6 +346,26 @@ def test_probes_of_a_draft_that_never_agrees_cost_at_most_the_probe_share(shapes
     assert seconds - alone <= AUTO_PROBE_SHARE * seconds + opening + 2 * dearest
 
 
+def test_host_work_is_priced_per_verify_width() -> None:
+    """Sampled, each row a step walks becomes a distribution over the vocabulary: Gemma 3
+    270M's 15-token lookups spent 4.3-6.6 ms of host work (Python) against the 1.1 ms of
+    its 4-row steps, and one median per kind of step priced them at the 4-row steps'. Each
+    width is priced by its own steps, a width not yet seen by the kind's."""
+    model = CostModel(WIDTHS)
+    model.add_probe(COSTS)
+    for _ in range(5):
+        model.observe("chain", StepOutcome(3, 1, 1.1, target_s=1.0, rows=4))
+    for _ in range(AUTO_COST_MIN_CALLS):
+        model.observe("chain", StepOutcome(15, 9, 3.5, target_s=3.0, rows=16))
+    costs = model.costs()
+    assert costs.overhead_s["chain4"] == pytest.approx(0.1)
+    assert costs.overhead_s["chain16"] == pytest.approx(0.5)
+    assert costs.overhead_s["chain"] == pytest.approx(0.1)  # 5 of its 8 steps
+    assert costs.predict(ChainShape(15).cost, WIDTHS, model=False) == pytest.approx(3.5)
+    assert costs.predict(ChainShape(3).cost, WIDTHS, model=False) == pytest.approx(1.1)
+    assert costs.predict(ChainShape(5).cost, WIDTHS, model=False) == pytest.approx(1.5 + 0.1)
+
+
 def test_tree_steps_teach_the_chains_by_their_first_branch() -> None:
     """A tree's first branch is the chain the draft would have drafted: a step that accepted
     two of its first branch's three tokens counts as a chain3 step that accepted two."""

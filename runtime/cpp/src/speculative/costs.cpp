@@ -35,9 +35,14 @@ const char* step_kind(int64_t max_nodes, int64_t max_height) {
   return max_nodes == max_height ? contract::kStepChain : contract::kStepTree;
 }
 
+std::string host_key(const std::string& kind, int64_t width) {
+  return kind + std::to_string(width);
+}
+
 double StepCosts::predict(const TreeShape& shape, const std::vector<int64_t>& widths,
                           bool model) const {
-  const auto it = overhead_s.find(step_kind(shape.max_nodes, shape.max_height));
+  const char* kind = step_kind(shape.max_nodes, shape.max_height);
+  const auto it = overhead_s.find(kind);
   const double overhead = it == overhead_s.end() ? 0.0 : it->second;
   if (shape.max_nodes == 0) return decode_s + overhead;
   int64_t width = widths.back();
@@ -47,7 +52,9 @@ double StepCosts::predict(const TreeShape& shape, const std::vector<int64_t>& wi
       break;
     }
   }
-  double seconds = verify_s.at(width) + overhead;
+  // The kind's host work at this width, else (not yet priced) the kind's (step.py).
+  const auto at = overhead_s.find(host_key(kind, width));
+  double seconds = verify_s.at(width) + (at == overhead_s.end() ? overhead : at->second);
   if (model) {  // the extend that catches the draft up, then its levels
     const int64_t per_call = std::max<int64_t>(step_width, 1);
     const int64_t levels =
@@ -138,12 +145,18 @@ void CostModel::observe(const std::string& kind, const StepOutcome& step) {
   } else if (step.draft_calls) {
     host += step.draft_s - step.extend_s;
   }
-  auto& window = overhead_[kind];
-  window.push_back(std::max(host, 0.0));
-  if (window.size() > contract::kAutoCostWindow) window.pop_front();
-  overhead_seen_[kind] = steps_;
+  // Per kind of step and per kind and verify width (costs.py).
+  std::vector<std::string> keys{kind};
+  if (kind != contract::kStepDecode && step.rows) keys.push_back(host_key(kind, step.rows));
+  for (const auto& key : keys) {
+    auto& window = overhead_[key];
+    window.push_back(std::max(host, 0.0));
+    if (window.size() > contract::kAutoCostWindow) window.pop_front();
+    overhead_seen_[key] = steps_;
+  }
   forget_stale();
-  // A kind of step not run for kAutoStaleSteps steps forgets its host work (costs.py).
+  // A kind of step (or one of its widths) not run for kAutoStaleSteps steps forgets its
+  // host work (costs.py).
   for (auto it = overhead_seen_.begin(); it != overhead_seen_.end();) {
     if (steps_ - it->second >= contract::kAutoStaleSteps) {
       overhead_.erase(it->first);

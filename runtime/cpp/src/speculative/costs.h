@@ -32,7 +32,7 @@ struct StepCosts {
   double draft_s = 0;                  // one draft level call of a chain (a link)
   int64_t step_width = 1;              // draft rows one call feeds
   double decode_s = 0;                 // one target_decode (a step that drafts nothing)
-  std::map<std::string, double> overhead_s;  // per step kind
+  std::map<std::string, double> overhead_s;  // per step kind, and per kind and width (host_key)
   // The catch-up that starts a proposal (0: a level call's) and one level call of a tree
   // (0: a chain's), priced apart (step.py StepCosts).
   double extend_s = 0, tree_level_s = 0;
@@ -47,6 +47,9 @@ struct StepCosts {
 
 // "decode" (nothing verified), "chain" (one node per level) or "tree".
 const char* step_kind(int64_t max_nodes, int64_t max_height);
+
+// The key of a kind of step's host work at one verify width (step.py host_key).
+std::string host_key(const std::string& kind, int64_t width);
 
 // Keys of the calls a step makes (CostModel): "decode", "draft", "extend" and "verify<w>".
 extern const char* const kDecodeCall;
