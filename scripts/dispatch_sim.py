@@ -1,0 +1,184 @@
+"""``--tree auto``'s dispatcher on synthetic requests: what share of the available speedup it
+takes, with no timing noise.
+
+A bench run on Gemma 3 270M times a machine: one unseeded sampled run of the same code moved
+auto/chain3 on one set between 0.79 and 1.09, so a change to the dispatcher's arithmetic is
+hard to judge from it. Here each request's draft is accepted at a rate per depth drawn from a
+scenario (a geometric chain: depth d accepted with that rate given the shallower ones were),
+every call costs what Gemma 3 270M's do in decodes, and the real ``Dispatcher`` chooses every
+step. Per scenario it reports the tokens per decode-time (1.0: target-only), the slowest
+request, the requests below 0.95, and the share of the best fixed chain's gain over a decode
+that auto took ("capture", over requests where a chain gains over 2%). The same seeds give the
+same figures, so two versions of the dispatcher (or ``--set`` overrides of its constants:
+``--set AUTO_Z=1.5``) compare request for request.
+
+    python scripts/dispatch_sim.py [--scenarios zero,mid,mixed] [--set AUTO_Z=1.5] \
+        [--json OUT]
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from etspec.runtime.speculative import acceptance, costs, dispatcher
+from etspec.runtime.speculative.dispatcher import Dispatcher, auto_chain_lengths
+from etspec.runtime.speculative.shapes import ChainShape, Choice
+from etspec.runtime.speculative.step import StepCosts, StepOutcome
+
+WIDTHS = (4, 8, 16)
+# Gemma 3 270M's calls in decodes (docs/results.md: the 4-, 8- and 16-row verifies cost
+# 1.35, 2.0 and 2.6 decodes; a draft level 0.08).
+GEMMA_COSTS = StepCosts({4: 1.35, 8: 2.0, 16: 2.6}, 0.08, 1, decode_s=1.0)
+
+# A request's acceptance per depth, drawn per request.
+SCENARIOS: dict[str, Callable[[random.Random], float]] = {
+    "zero": lambda rng: 0.0,  # a draft that agrees with nothing
+    "low": lambda rng: rng.uniform(0.1, 0.35),  # where a decode is about as fast
+    "mid": lambda rng: rng.uniform(0.35, 0.6),  # the shipped draft sampled (0.47-0.6)
+    "high": lambda rng: rng.uniform(0.55, 0.8),  # the shipped draft greedy
+    "mixed": lambda rng: rng.choice([0.15, 0.45, 0.6, 0.75]),  # request to request
+}
+
+
+def outcome(choice: Choice, accepted: int, c: StepCosts) -> StepOutcome:
+    """What running ``choice`` did: its draft accepted ``accepted`` of its tokens."""
+    if choice.decodes:
+        return StepOutcome(0, 0, c.decode_s, target_s=c.decode_s, rows=1)
+    cost = choice.shape.cost
+    rows = next(w for w in WIDTHS if w >= cost.max_nodes + 1)
+    calls = 1 + max(cost.levels, -(-cost.fed_nodes // c.step_width))
+    draft_s = calls * c.draft_s
+    height = cost.max_height
+    target_s = c.verify_s[rows]
+    return StepOutcome(
+        height, min(accepted, height), target_s + draft_s, height, None, target_s, rows,
+        draft_s, calls,
+    )  # fmt: skip
+
+
+def accepted_tokens(rng: random.Random, rate: float, length: int) -> int:
+    n = 0
+    while n < length and rng.random() < rate:
+        n += 1
+    return n
+
+
+def best_fixed(rate: float, lengths: range, c: StepCosts) -> float:
+    """Expected tokens per decode-time of the best fixed chain at ``rate`` (1.0: a decode)."""
+    best = 1.0
+    for n in lengths:
+        tokens = sum(rate**k for k in range(n + 1))
+        best = max(best, tokens / c.predict(ChainShape(n).cost, WIDTHS))
+    return best
+
+
+def simulate(scenario: str, histories: int, requests: int, steps: int, seed: int) -> dict[str, Any]:
+    """Each history: one dispatcher over ``requests`` requests of ``steps`` steps."""
+    lengths = auto_chain_lengths(7)
+    speeds: list[float] = []
+    captures: list[float] = []
+    ways: Counter[str] = Counter()
+    for h in range(histories):
+        rng = random.Random(seed * 100_003 + h)
+        policy = Dispatcher([ChainShape(n) for n in lengths], WIDTHS)
+        policy.use_costs(GEMMA_COSTS)
+        for _ in range(requests):
+            rate = SCENARIOS[scenario](rng)
+            policy.begin()
+            tokens, seconds = 0, 0.0
+            for _ in range(steps):
+                choice = policy.choose(None, 1 << 20)
+                height = choice.shape.cost.max_height
+                step = outcome(choice, accepted_tokens(rng, rate, height), GEMMA_COSTS)
+                policy.observe(choice, step)
+                ways[choice.shape.name] += 1
+                tokens += step.emitted
+                seconds += step.seconds
+            speed = tokens / seconds
+            speeds.append(speed)
+            oracle = best_fixed(rate, lengths, GEMMA_COSTS)
+            if oracle > 1.02:
+                captures.append((speed - 1.0) / (oracle - 1.0))
+    total = sum(ways.values())
+    return {
+        "speed_mean": statistics.mean(speeds),
+        "speed_min": min(speeds),
+        "requests": len(speeds),
+        "below_0_95": sum(s < 0.95 for s in speeds),
+        "capture_mean": statistics.mean(captures) if captures else None,
+        "capture_requests": len(captures),
+        "step_share": {k: v / total for k, v in ways.most_common()},
+        "speeds": [round(s, 4) for s in speeds],
+    }
+
+
+def apply_overrides(pairs: tuple[str, ...]) -> dict[str, float]:
+    """``NAME=VALUE`` for a constant the dispatcher's modules read at each use."""
+    done: dict[str, float] = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        modules = [m for m in (dispatcher, acceptance, costs) if hasattr(m, name)]
+        if not name.startswith("AUTO_") or not modules or not value:
+            raise click.BadParameter(f"{pair!r}: expected NAME=VALUE, NAME a dispatcher constant")
+        kind = type(getattr(modules[0], name))
+        try:
+            parsed = kind(value)
+        except ValueError:
+            raise click.BadParameter(f"{pair!r}: {name} takes a {kind.__name__}") from None
+        for m in modules:
+            setattr(m, name, parsed)
+        done[name] = float(parsed)
+    return done
+
+
+@click.command()
+@click.option("--scenarios", default=",".join(SCENARIOS), show_default=True)
+@click.option("--histories", default=40, show_default=True, help="Dispatchers per scenario.")
+@click.option("--requests", default=20, show_default=True, help="Requests per dispatcher.")
+@click.option("--steps", default=128, show_default=True, help="Steps per request.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--set", "overrides", multiple=True, help="NAME=VALUE: a constant overridden.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None)
+def main(
+    scenarios: str,
+    histories: int,
+    requests: int,
+    steps: int,
+    seed: int,
+    overrides: tuple[str, ...],
+    json_out: Path | None,
+) -> None:
+    names = [s for s in scenarios.split(",") if s]
+    unknown = [s for s in names if s not in SCENARIOS]
+    if unknown:
+        raise click.BadParameter(f"unknown scenario {unknown[0]!r}: one of {', '.join(SCENARIOS)}")
+    if json_out is not None and not json_out.parent.is_dir():
+        raise click.BadParameter(f"no folder {json_out.parent} for --json")
+    report: dict[str, Any] = {
+        "overrides": apply_overrides(overrides),
+        "settings": {"histories": histories, "requests": requests, "steps": steps, "seed": seed},
+        "scenarios": {},
+    }
+    for name in names:
+        r = simulate(name, histories, requests, steps, seed)
+        report["scenarios"][name] = r
+        capture = "-" if r["capture_mean"] is None else f"{r['capture_mean']:.2f}"
+        click.echo(
+            f"{name:6s} speed {r['speed_mean']:.3f} (min {r['speed_min']:.3f}, "
+            f"{r['below_0_95']}/{r['requests']} below 0.95)  capture {capture}"
+        )
+    if json_out is not None:
+        json_out.write_text(json.dumps(report, separators=(",", ":")) + "\n")
+        click.echo(f"wrote {json_out}")
+
+
+if __name__ == "__main__":
+    main()
