@@ -28,12 +28,13 @@ from typing import Any
 
 import click
 
+from etspec.contract import AUTO_MAX_CHAIN, DEFAULT_VERIFY_WIDTHS
 from etspec.runtime.speculative import acceptance, costs, dispatcher
 from etspec.runtime.speculative.dispatcher import Dispatcher, auto_chain_lengths
 from etspec.runtime.speculative.shapes import ChainShape, Choice
 from etspec.runtime.speculative.step import StepCosts, StepOutcome
 
-WIDTHS = (4, 8, 16)
+WIDTHS = DEFAULT_VERIFY_WIDTHS  # the default export's (Gemma 3 270M's)
 # Gemma 3 270M's calls in decodes (docs/results.md: the 4-, 8- and 16-row verifies cost
 # 1.35, 2.0 and 2.6 decodes; a draft level 0.08).
 GEMMA_COSTS = StepCosts({4: 1.35, 8: 2.0, 16: 2.6}, 0.08, 1, decode_s=1.0)
@@ -82,7 +83,7 @@ def best_fixed(rate: float, lengths: range, c: StepCosts) -> float:
 
 def simulate(scenario: str, histories: int, requests: int, steps: int, seed: int) -> dict[str, Any]:
     """Each history: one dispatcher over ``requests`` requests of ``steps`` steps."""
-    lengths = auto_chain_lengths(7)
+    lengths = auto_chain_lengths(AUTO_MAX_CHAIN)
     speeds: list[float] = []
     captures: list[float] = []
     ways: Counter[str] = Counter()
