@@ -466,7 +466,12 @@ AUTO_REQUEST_DECAY = 0.5
 # only by AUTO_FORGET) and 4% on the next; a draft whose acceptance moves from request to
 # request (a sampled text's own draw), whose halved counts were still worth about 20 steps.
 # The new text's own steps, and the offers scored beside them, outweigh it in a few.
-AUTO_REQUEST_PRIOR_STEPS = 4.0
+# Two, not four: on synthetic requests (scripts/dispatch_sim.py, docs/results.md) a request
+# drafting at 0.15 a depth after requests at 0.6-0.75 ran 8-13 chain steps still "sure" on
+# four steps of the earlier rate (its deep depths barely observed) before the draft was
+# written off; at two, no such request fell below 0.95x a decode (15-23 of 800 at four),
+# for about 0.5% of a mid-acceptance request's speed.
+AUTO_REQUEST_PRIOR_STEPS = 2.0
 # A probe is a step whose way is chosen on its optimism alone (its mean rate is below the
 # best mean rate: a way written off, or never run). What probes lose (their seconds beyond
 # what the best way would have taken for the tokens they emitted) may reach this share of

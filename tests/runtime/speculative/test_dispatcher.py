@@ -548,7 +548,7 @@ def test_a_lookup_is_judged_on_the_new_request_within_a_few_steps(
     """Sampled summaries: a 1-gram match that paid half its verifies over a long answer
     fails on the next one (4%). What the first answer taught (hundreds of steps, most of
     them offers passed over and scored) is cut to AUTO_REQUEST_PRIOR_STEPS steps' worth at
-    the new request, so the failing lookup runs on at most 24 of its 120 steps (4-18 here;
+    the new request, so the failing lookup runs on at most 24 of its 120 steps (6-14 here;
     52 with the counts only halved); and a lookup written off before runs on at least 110
     of the new request's 120 steps where it now pays (all here; 57 with them halved)."""
     costs = StepCosts({4: 1.25, 8: 1.6, 16: 2.2}, 0.0, 1, decode_s=1.0)
@@ -585,8 +585,8 @@ def test_a_draft_is_judged_on_the_new_request_within_a_few_steps(
 ) -> None:
     """Sampled, a draft's acceptance moves from request to request with the text drawn.
     After three requests at 0.7 a depth, one at 0.15 (where a decode is faster) drafts on
-    at most 26 of its 80 steps (11-24 here; 32-43 with the earlier requests' counts only
-    halved, about 20 steps' worth: AUTO_REQUEST_PRIOR_STEPS cuts them to 4), and one at
+    at most 26 of its 80 steps (7-23 here; 32-43 with the earlier requests' counts only
+    halved, about 20 steps' worth: AUTO_REQUEST_PRIOR_STEPS cuts them to 2), and one at
     0.7 still drafts on every step."""
     policy = _dispatcher(_chains(), GEMMA_COSTS)
     rng = random.Random(5)
