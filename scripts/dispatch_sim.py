@@ -13,7 +13,12 @@ same figures, so two versions of the dispatcher (or ``--set`` overrides of its c
 ``--set AUTO_Z=1.5``) compare request for request.
 
     python scripts/dispatch_sim.py [--scenarios zero,mid,mixed] [--set AUTO_Z=1.5] \
-        [--json OUT]
+        [--verify-costs 1.5,2.2,2.9] [--draft-cost 0.08] [--catch-up 0.5] [--json OUT]
+
+``--verify-costs`` and ``--draft-cost`` price the calls for another machine (in decodes);
+``--catch-up`` adds the draft's catch-up over the prompt (in decodes) to a request's first
+draft step, as the runtime's step time includes it, and with it a draft step after decodes
+pays one more draft call, its catch-up over the decoded positions.
 """
 
 from __future__ import annotations
@@ -49,14 +54,17 @@ SCENARIOS: dict[str, Callable[[random.Random], float]] = {
 }
 
 
-def outcome(choice: Choice, accepted: int, c: StepCosts) -> StepOutcome:
-    """What running ``choice`` did: its draft accepted ``accepted`` of its tokens."""
+def outcome(
+    choice: Choice, accepted: int, c: StepCosts, behind: bool = False, catch_up: float = 0.0
+) -> StepOutcome:
+    """What running ``choice`` did: its draft accepted ``accepted`` of its tokens, after one
+    more draft call (and ``catch_up`` decode-times) where it was ``behind``."""
     if choice.decodes:
         return StepOutcome(0, 0, c.decode_s, target_s=c.decode_s, rows=1)
     cost = choice.shape.cost
     rows = next(w for w in WIDTHS if w >= cost.max_nodes + 1)
-    calls = 1 + max(cost.levels, -(-cost.fed_nodes // c.step_width))
-    draft_s = calls * c.draft_s
+    calls = 1 + max(cost.levels, -(-cost.fed_nodes // c.step_width)) + behind
+    draft_s = calls * c.draft_s + catch_up
     height = cost.max_height
     target_s = c.verify_s[rows]
     return StepOutcome(
@@ -81,8 +89,17 @@ def best_fixed(rate: float, lengths: range, c: StepCosts) -> float:
     return best
 
 
-def simulate(scenario: str, histories: int, requests: int, steps: int, seed: int) -> dict[str, Any]:
-    """Each history: one dispatcher over ``requests`` requests of ``steps`` steps."""
+def simulate(
+    scenario: str,
+    histories: int,
+    requests: int,
+    steps: int,
+    seed: int,
+    prices: StepCosts = GEMMA_COSTS,
+    catch_up: float = 0.0,
+) -> dict[str, Any]:
+    """Each history: one dispatcher over ``requests`` requests of ``steps`` steps, its calls
+    priced by ``prices``."""
     lengths = auto_chain_lengths(AUTO_MAX_CHAIN)
     speeds: list[float] = []
     captures: list[float] = []
@@ -90,22 +107,27 @@ def simulate(scenario: str, histories: int, requests: int, steps: int, seed: int
     for h in range(histories):
         rng = random.Random(seed * 100_003 + h)
         policy = Dispatcher([ChainShape(n) for n in lengths], WIDTHS)
-        policy.use_costs(GEMMA_COSTS)
+        policy.use_costs(prices)
         for _ in range(requests):
             rate = SCENARIOS[scenario](rng)
             policy.begin()
             tokens, seconds = 0, 0.0
+            prompt, behind = catch_up, False  # the draft has not seen the prompt yet
             for _ in range(steps):
                 choice = policy.choose(None, 1 << 20)
                 height = choice.shape.cost.max_height
-                step = outcome(choice, accepted_tokens(rng, rate, height), GEMMA_COSTS)
+                agreed = accepted_tokens(rng, rate, height)
+                step = outcome(choice, agreed, prices, behind, prompt)
+                if not choice.decodes:
+                    prompt = 0.0
+                behind = choice.decodes and catch_up > 0
                 policy.observe(choice, step)
                 ways[choice.shape.name] += 1
                 tokens += step.emitted
                 seconds += step.seconds
             speed = tokens / seconds
             speeds.append(speed)
-            oracle = best_fixed(rate, lengths, GEMMA_COSTS)
+            oracle = best_fixed(rate, lengths, prices)
             if oracle > 1.02:
                 captures.append((speed - 1.0) / (oracle - 1.0))
     total = sum(ways.values())
@@ -147,6 +169,16 @@ def apply_overrides(pairs: tuple[str, ...]) -> dict[str, float]:
 @click.option("--steps", default=128, show_default=True, help="Steps per request.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--set", "overrides", multiple=True, help="NAME=VALUE: a constant overridden.")
+@click.option(
+    "--verify-costs",
+    default=",".join(str(GEMMA_COSTS.verify_s[w]) for w in WIDTHS),
+    show_default=True,
+    help="Each verify width's call in decodes, comma-separated in the order of the widths.",
+)
+@click.option("--draft-cost", default=GEMMA_COSTS.draft_s, show_default=True,
+              help="A draft call in decodes.")  # fmt: skip
+@click.option("--catch-up", default=0.0, show_default=True,
+              help="The draft's catch-up over skipped positions, in decodes.")  # fmt: skip
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None)
 def main(
     scenarios: str,
@@ -155,21 +187,42 @@ def main(
     steps: int,
     seed: int,
     overrides: tuple[str, ...],
+    verify_costs: str,
+    draft_cost: float,
+    catch_up: float,
     json_out: Path | None,
 ) -> None:
     names = [s for s in scenarios.split(",") if s]
     unknown = [s for s in names if s not in SCENARIOS]
     if unknown:
         raise click.BadParameter(f"unknown scenario {unknown[0]!r}: one of {', '.join(SCENARIOS)}")
+    try:
+        verify = [float(v) for v in verify_costs.split(",")]
+    except ValueError:
+        verify = []
+    if len(verify) != len(WIDTHS) or min(verify) <= 0:
+        raise click.BadParameter(
+            f"--verify-costs {verify_costs!r}: {len(WIDTHS)} positive numbers, one per width "
+            f"({', '.join(map(str, WIDTHS))})"
+        )
+    prices = StepCosts(dict(zip(WIDTHS, verify, strict=True)), draft_cost, 1, decode_s=1.0)
     if json_out is not None and not json_out.parent.is_dir():
         raise click.BadParameter(f"no folder {json_out.parent} for --json")
     report: dict[str, Any] = {
         "overrides": apply_overrides(overrides),
-        "settings": {"histories": histories, "requests": requests, "steps": steps, "seed": seed},
+        "settings": {
+            "histories": histories,
+            "requests": requests,
+            "steps": steps,
+            "seed": seed,
+            "verify_costs": verify,
+            "draft_cost": draft_cost,
+            "catch_up": catch_up,
+        },
         "scenarios": {},
     }
     for name in names:
-        r = simulate(name, histories, requests, steps, seed)
+        r = simulate(name, histories, requests, steps, seed, prices, catch_up)
         report["scenarios"][name] = r
         capture = "-" if r["capture_mean"] is None else f"{r['capture_mean']:.2f}"
         click.echo(

@@ -52,3 +52,17 @@ def test_an_unknown_constant_or_scenario_is_a_one_line_error() -> None:
     assert "Traceback" not in res.stderr
     res = run_script("dispatch_sim", *SMALL, "--scenarios", "busy")
     assert res.returncode == 2 and "unknown scenario 'busy'" in res.stderr
+
+
+def test_calls_priced_for_another_machine_and_the_drafts_catch_up(tmp_path: Path) -> None:
+    """A dearer verify leaves less of a good draft's gain; a catch-up over the prompt on
+    each request's first draft step costs a draft that never agrees that much more."""
+    base = _sim(tmp_path, "a", "--scenarios", "zero,high")
+    dear = _sim(tmp_path, "b", "--scenarios", "zero,high", "--verify-costs", "1.5,2.2,2.9")
+    assert dear["settings"]["verify_costs"] == [1.5, 2.2, 2.9]
+    assert dear["scenarios"]["high"]["speed_mean"] < base["scenarios"]["high"]["speed_mean"]
+    caught = _sim(tmp_path, "c", "--scenarios", "zero", "--catch-up", "0.45")
+    assert caught["scenarios"]["zero"]["speed_mean"] < base["scenarios"]["zero"]["speed_mean"]
+    res = run_script("dispatch_sim", *SMALL, "--verify-costs", "1.5,2.2")
+    assert res.returncode == 2 and "--verify-costs '1.5,2.2': 3 positive numbers" in res.stderr
+    assert "Traceback" not in res.stderr
