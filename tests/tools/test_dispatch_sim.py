@@ -63,6 +63,9 @@ def test_calls_priced_for_another_machine_and_the_drafts_catch_up(tmp_path: Path
     assert dear["scenarios"]["high"]["speed_mean"] < base["scenarios"]["high"]["speed_mean"]
     caught = _sim(tmp_path, "c", "--scenarios", "zero", "--catch-up", "0.45")
     assert caught["scenarios"]["zero"]["speed_mean"] < base["scenarios"]["zero"]["speed_mean"]
+    # A request's first draft step rejected: a good draft's gain is lost with it.
+    opened = _sim(tmp_path, "d", "--scenarios", "high", "--opening", "1")
+    assert opened["scenarios"]["high"]["speed_mean"] < base["scenarios"]["high"]["speed_mean"]
     res = run_script("dispatch_sim", *SMALL, "--verify-costs", "1.5,2.2")
     assert res.returncode == 2 and "--verify-costs '1.5,2.2': 3 positive numbers" in res.stderr
     assert "Traceback" not in res.stderr
