@@ -184,10 +184,10 @@ def apply_overrides(pairs: tuple[str, ...]) -> dict[str, float]:
     help="Each verify width's call in decodes, comma-separated in the order of the widths.",
 )
 @click.option("--draft-cost", default=GEMMA_COSTS.draft_s, show_default=True,
-              help="A draft call in decodes.")  # fmt: skip
-@click.option("--catch-up", default=0.0, show_default=True,
+              type=click.FloatRange(0), help="A draft call in decodes.")  # fmt: skip
+@click.option("--catch-up", default=0.0, show_default=True, type=click.FloatRange(0),
               help="The draft's catch-up over skipped positions, in decodes.")  # fmt: skip
-@click.option("--opening", default=0, show_default=True,
+@click.option("--opening", default=0, show_default=True, type=click.IntRange(0),
               help="A request's first draft steps rejected whatever its rate.")  # fmt: skip
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None)
 def main(
