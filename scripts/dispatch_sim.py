@@ -60,8 +60,9 @@ SCENARIOS: dict[str, Callable[[random.Random], float]] = {
 def outcome(
     choice: Choice, accepted: int, c: StepCosts, behind: bool = False, catch_up: float = 0.0
 ) -> StepOutcome:
-    """What running ``choice`` did: its draft accepted ``accepted`` of its tokens, after one
-    more draft call (and ``catch_up`` decode-times) where it was ``behind``."""
+    """What running ``choice`` did: its draft accepted ``accepted`` of its tokens, after
+    ``catch_up`` decode-times of catch-up over the prompt, and one more draft call where it
+    was ``behind`` (decodes before it)."""
     if choice.decodes:
         return StepOutcome(0, 0, c.decode_s, target_s=c.decode_s, rows=1)
     cost = choice.shape.cost
@@ -116,8 +117,7 @@ def simulate(
             rate = SCENARIOS[scenario](rng)
             policy.begin()
             tokens, seconds = 0, 0.0
-            prompt, behind = catch_up, False  # the draft has not seen the prompt yet
-            drafted = 0
+            behind, drafted = False, 0
             for _ in range(steps):
                 choice = policy.choose(None, 1 << 20)
                 height = choice.shape.cost.max_height
@@ -125,9 +125,9 @@ def simulate(
                 if not choice.decodes:
                     agreed = agreed if drafted >= opening else 0
                     drafted += 1
-                step = outcome(choice, agreed, prices, behind, prompt)
-                if not choice.decodes:
-                    prompt = 0.0
+                # The request's first draft step catches the draft up over the prompt.
+                owed = catch_up if not choice.decodes and drafted == 1 else 0.0
+                step = outcome(choice, agreed, prices, behind, owed)
                 behind = choice.decodes and catch_up > 0
                 policy.observe(choice, step)
                 ways[choice.shape.name] += 1
